@@ -1,0 +1,3 @@
+module github.com/bam-go/bam
+
+go 1.26
