@@ -1,18 +1,66 @@
 // Package nvme owns the NVMe command set as it appears on the wire and a
 // software NVMe controller that serves it.
 //
+// # Protocol
+//
 // The protocol half encodes and decodes 64-byte submission queue entries
 // (Command) and 16-byte completion queue entries (Completion), names the
-// opcodes and status codes the project uses, builds PRP entries and PRP lists,
-// and does the phase-tag and doorbell arithmetic of a queue pair.
+// opcodes and status codes the project uses, builds and walks PRP entries and
+// PRP lists (PRPEntries, BuildPRP, WalkPRP), and does the phase-tag and
+// doorbell arithmetic of a queue pair (QueuePairMemory, ExpectedPhase, Full).
 //
-// The controller half, Target, serves I/O queue pairs placed in memory it is
-// handed (QueuePairMemory: SQ ring, CQ ring, doorbell words). It fetches
-// commands in order, moves data through a DMASpace of registered regions, runs
-// them against Namespaces (memory, files, block devices), and posts completions
-// with the right CID, SQHD, SQID, phase and status. Bad commands complete with
-// an NVMe status; nothing a host writes into a queue can make the Target panic.
+// # Target
+//
+// Target is a software NVMe controller. It serves I/O queue pairs placed in
+// memory it is handed (QueuePairMemory: SQ ring, CQ ring, doorbell words),
+// moves data through a DMASpace of registered regions (Go or pinned host
+// memory used in place, or any RegionIO such as device memory), and runs
+// commands against Namespaces: MemoryNamespace, FileNamespace (files and
+// block devices, optional O_DIRECT), ThrottledNamespace (a DeviceModel with
+// the latency and IOPS of a named SSD class) or any implementation of the
+// interface. It executes Read, Write, Flush, Write Zeroes and Dataset
+// Management (deallocate zero-fills); anything else completes with
+// StatusInvalidOpcode.
+//
+// A configurable pool of workers polls the queue pairs; each queue pair
+// belongs to one worker, which fetches its commands in order: it loads the
+// SQ tail doorbell atomically, decodes the entries from its SQ head up to
+// that tail, and advances the head. Commands on memory namespaces execute on
+// the worker; commands on other namespaces go to a bounded pool of executor
+// goroutines, so a slow file read does not stop other queues. Completions of
+// one queue may therefore be posted out of submission order, as NVMe allows.
+// A FaultHook can fail, delay or drop any fetched command.
+//
+// Idle policy: a worker that finds no work keeps polling for
+// TargetConfig.Spin, yielding the processor between passes, then parks on a
+// wake channel with a timeout that starts at 20µs and doubles up to
+// TargetConfig.IdlePoll. Kick wakes a parked worker at once (CPU submitters
+// call it after ringing a doorbell); submitters that cannot call it (GPU
+// threads) are found by the timeout poll. An idle Target costs one timer
+// wake-up per worker per IdlePoll.
+//
+// # Invariants
+//
+//   - Every fetched command gets exactly one completion unless a fault hook
+//     drops it, its queue pair is removed or failed, or the Target closes.
+//   - A completion carries the command's CID, the SQ ID, the SQ head as
+//     fetched at posting time (never less than the head just after the
+//     command was fetched, and never decreasing along the CQ), the phase
+//     (1 on the first pass over the zeroed ring, inverted on each wrap)
+//     and the status. Dwords 0-2 are written before dword 3, which holds
+//     the phase and is stored with one atomic 32-bit store, so a host that
+//     sees the new phase sees the whole entry; the data of a Read is in
+//     place before its completion is posted.
+//   - The CQ is never filled: while (tail+1) mod depth equals the host's CQ
+//     head doorbell, posting waits and re-reads the doorbell, bounded by
+//     queue removal and Close.
+//   - Nothing a host writes can panic the Target. Garbage SQEs complete with
+//     an error status. A doorbell value outside the ring is a host protocol
+//     error: the queue pair stops, Err reports it and it is logged.
+//   - Namespaces only ever see whole-block offsets and lengths inside their
+//     size; a PRP layout that splits blocks across pages is bounced.
 //
 // The package must not know about the clients of a queue pair: ticketing,
-// doorbell coalescing and CID allocation belong to package vq.
+// doorbell coalescing and CID allocation belong to package vq. It must not
+// import CUDA code; the GPU engine plugs device memory in through RegionIO.
 package nvme

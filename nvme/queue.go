@@ -45,21 +45,30 @@ func (q *QueuePairMemory) Validate() error {
 }
 
 // NewQueuePairMemory allocates a queue pair in Go memory with zeroed rings.
+// The SQ ring starts on a 64-byte boundary, the CQ ring follows it (so it is
+// 16-byte aligned) and each doorbell word sits in its own 64-byte sector.
 func NewQueuePairMemory(id uint16, depth uint32) (*QueuePairMemory, error) {
-	// One []uint64 backs everything so the rings are 8-byte aligned and
-	// the CQ starts on a 16-byte boundary.
-	words := (int(depth)*(SQESize+CQESize) + 64) / 8
-	buf := make([]uint64, words)
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+	if depth < 2 || depth > 65536 || depth&(depth-1) != 0 {
+		return nil, fmt.Errorf("nvme: queue %d depth %d: want a power of two in 2..65536", id, depth)
+	}
+	// One []uint64 backs everything; it is over-allocated by 64 bytes so
+	// the start can be rounded up to a 64-byte boundary whatever size
+	// class the allocator picked.
 	sqEnd := int(depth) * SQESize
 	cqEnd := sqEnd + int(depth)*CQESize
+	total := cqEnd + 2*64
+	buf := make([]uint64, (total+64)/8)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+	if mis := int(uintptr(unsafe.Pointer(&raw[0])) % 64); mis != 0 {
+		raw = raw[64-mis:]
+	}
 	q := &QueuePairMemory{
 		ID:     id,
 		Depth:  depth,
 		SQ:     raw[:sqEnd:sqEnd],
 		CQ:     raw[sqEnd:cqEnd:cqEnd],
 		SQTail: (*uint32)(unsafe.Pointer(&raw[cqEnd])),
-		CQHead: (*uint32)(unsafe.Pointer(&raw[cqEnd+32])),
+		CQHead: (*uint32)(unsafe.Pointer(&raw[cqEnd+64])),
 	}
 	return q, q.Validate()
 }

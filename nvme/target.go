@@ -1,0 +1,714 @@
+package nvme
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TargetConfig configures a Target. The zero value is usable: every zero
+// field takes the default named in its comment.
+type TargetConfig struct {
+	// Workers is the number of goroutines that poll queue pairs. Each queue
+	// pair belongs to one worker, which fetches its commands in order.
+	// Default: min(GOMAXPROCS, 4).
+	Workers int
+	// Executors bounds how many commands on blocking namespaces (files,
+	// throttled or delayed commands) run at once. Commands on memory
+	// namespaces run on the worker that fetched them. Default 64.
+	Executors int
+	// PageSize is the memory page size PRPs are interpreted with (CC.MPS).
+	// Default 4096.
+	PageSize int
+	// MaxTransfer is the largest data transfer of one command in bytes
+	// (MDTS); a larger Read or Write completes with StatusInvalidField.
+	// Default 1 MiB.
+	MaxTransfer int
+	// Spin is how long an idle worker keeps polling before it parks.
+	// Default 50µs.
+	Spin time.Duration
+	// IdlePoll is the longest a parked worker sleeps before polling its
+	// queues again without a Kick (GPU submitters never kick). Parking
+	// starts at 20µs and doubles up to IdlePoll. Default 1ms.
+	IdlePoll time.Duration
+	// Faults, when set, is consulted for every fetched command.
+	Faults FaultHook
+	// Logger receives host protocol errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *TargetConfig) normalize() error {
+	if c.Workers <= 0 {
+		c.Workers = min(runtime.GOMAXPROCS(0), 4)
+	}
+	if c.Executors <= 0 {
+		c.Executors = 64
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if err := checkPageSize(c.PageSize); err != nil {
+		return err
+	}
+	if c.MaxTransfer <= 0 {
+		c.MaxTransfer = 1 << 20
+	}
+	if c.MaxTransfer < c.PageSize {
+		return fmt.Errorf("nvme: MaxTransfer %d is below the page size %d", c.MaxTransfer, c.PageSize)
+	}
+	if c.Spin <= 0 {
+		c.Spin = 50 * time.Microsecond
+	}
+	if c.IdlePoll <= 0 {
+		c.IdlePoll = time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Errors of the Target.
+var (
+	// ErrQueueExists is returned by AddQueuePair for a queue ID in use.
+	ErrQueueExists = errors.New("nvme: queue pair already added")
+	// ErrNoQueue is returned for a queue ID the Target does not serve.
+	ErrNoQueue = errors.New("nvme: no such queue pair")
+	// ErrNamespaceExists is returned by AddNamespace for an NSID in use.
+	ErrNamespaceExists = errors.New("nvme: namespace already added")
+	// ErrHostProtocol wraps the error recorded when a host breaks the queue
+	// protocol (a doorbell value outside the ring, for example).
+	ErrHostProtocol = errors.New("nvme: host protocol error")
+)
+
+// Broadcast NSID: all namespaces (valid for Flush).
+const nsidAll = 0xFFFFFFFF
+
+type nsEntry struct {
+	ns      Namespace
+	lbaSize uint64
+	blocks  uint64
+	inline  bool
+}
+
+// Queue states.
+const (
+	qActive int32 = iota
+	qFailed
+	qRemoved
+)
+
+// queue is the Target's view of one queue pair.
+type queue struct {
+	qp   *QueuePairMemory
+	id   uint16
+	mask uint32
+	w    *worker
+
+	state   atomic.Int32
+	serving atomic.Bool // the owning worker is inside serve
+	err     atomic.Pointer[error]
+
+	sqHead    uint32        // owned by the worker
+	sqHeadPub atomic.Uint32 // SQ head published for SQHD
+
+	cqMu    sync.Mutex
+	cqTail  uint32
+	cqPhase bool
+
+	inflight atomic.Int64 // commands handed to executors or delayed
+	stats    counters
+}
+
+// counters are the statistics of one queue (or retired queues).
+type counters struct {
+	commands, completions, reads, writes, flushes, other atomic.Uint64
+	bytesRead, bytesWritten                              atomic.Uint64
+	errors, dropped, delayed, cqFullWaits                atomic.Uint64
+}
+
+func (c *counters) addTo(s *TargetStats) {
+	s.Commands += c.commands.Load()
+	s.Completions += c.completions.Load()
+	s.Reads += c.reads.Load()
+	s.Writes += c.writes.Load()
+	s.Flushes += c.flushes.Load()
+	s.Other += c.other.Load()
+	s.BytesRead += c.bytesRead.Load()
+	s.BytesWritten += c.bytesWritten.Load()
+	s.Errors += c.errors.Load()
+	s.Dropped += c.dropped.Load()
+	s.Delayed += c.delayed.Load()
+	s.CQFullWaits += c.cqFullWaits.Load()
+}
+
+func (c *counters) retire(from *counters) {
+	c.commands.Add(from.commands.Load())
+	c.completions.Add(from.completions.Load())
+	c.reads.Add(from.reads.Load())
+	c.writes.Add(from.writes.Load())
+	c.flushes.Add(from.flushes.Load())
+	c.other.Add(from.other.Load())
+	c.bytesRead.Add(from.bytesRead.Load())
+	c.bytesWritten.Add(from.bytesWritten.Load())
+	c.errors.Add(from.errors.Load())
+	c.dropped.Add(from.dropped.Load())
+	c.delayed.Add(from.delayed.Load())
+	c.cqFullWaits.Add(from.cqFullWaits.Load())
+}
+
+// TargetStats counts what a Target has done since it was made.
+type TargetStats struct {
+	Commands     uint64 // commands fetched
+	Completions  uint64 // completions posted
+	Reads        uint64 // successful Reads
+	Writes       uint64 // successful Writes
+	Flushes      uint64 // successful Flushes
+	Other        uint64 // other successful commands (Write Zeroes, DSM)
+	BytesRead    uint64 // bytes moved from namespaces to the host
+	BytesWritten uint64 // bytes moved from the host to namespaces
+	Errors       uint64 // completions with a non-success status
+	Dropped      uint64 // commands dropped by a fault hook
+	Delayed      uint64 // commands delayed by a fault hook
+	CQFullWaits  uint64 // times a completion waited for CQ space
+	QueueErrors  uint64 // queue pairs failed by a host protocol error
+}
+
+type job struct {
+	q   *queue
+	cmd Command
+}
+
+// Target is a software NVMe controller serving I/O queue pairs in memory.
+// See the package documentation for its protocol, idle policy and
+// invariants.
+type Target struct {
+	cfg TargetConfig
+	dma *DMASpace
+	log *slog.Logger
+
+	mu      sync.Mutex // serialises configuration changes
+	nss     atomic.Pointer[map[uint32]*nsEntry]
+	queues  atomic.Pointer[map[uint16]*queue]
+	workers []*worker
+	faults  atomic.Pointer[FaultHook]
+	jobs    chan job
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	started atomic.Bool
+	closed  atomic.Bool
+	wg      sync.WaitGroup
+
+	retired     counters
+	queueErrors atomic.Uint64
+}
+
+// NewTarget returns a Target that moves data through dma. It serves nothing
+// until Start.
+func NewTarget(cfg TargetConfig, dma *DMASpace) (*Target, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if dma == nil {
+		return nil, fmt.Errorf("nvme: NewTarget: nil DMASpace")
+	}
+	t := &Target{cfg: cfg, dma: dma, log: cfg.Logger, jobs: make(chan job, cfg.Executors)}
+	t.nss.Store(&map[uint32]*nsEntry{})
+	t.queues.Store(&map[uint16]*queue{})
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	for i := 0; i < cfg.Workers; i++ {
+		w := &worker{t: t, id: i, wake: make(chan struct{}, 1)}
+		w.ectx.walker.pageSize = cfg.PageSize
+		w.queues.Store(&[]*queue{})
+		t.workers = append(t.workers, w)
+	}
+	if cfg.Faults != nil {
+		t.SetFaultHook(cfg.Faults)
+	}
+	return t, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (t *Target) Config() TargetConfig { return t.cfg }
+
+// DMA returns the Target's DMA address space.
+func (t *Target) DMA() *DMASpace { return t.dma }
+
+// SetFaultHook replaces the fault hook (nil removes it). It applies to
+// commands fetched after the call.
+func (t *Target) SetFaultHook(h FaultHook) {
+	if h == nil {
+		t.faults.Store(nil)
+		return
+	}
+	t.faults.Store(&h)
+}
+
+// AddNamespace attaches ns as nsid (1..0xFFFFFFFE). The Target does not own
+// ns: Close it after the Target.
+func (t *Target) AddNamespace(nsid uint32, ns Namespace) error {
+	if nsid == 0 || nsid == nsidAll {
+		return fmt.Errorf("nvme: NSID %#x is reserved", nsid)
+	}
+	if ns == nil {
+		return fmt.Errorf("nvme: namespace %d is nil", nsid)
+	}
+	if err := checkLBASize(ns.LBASize()); err != nil {
+		return fmt.Errorf("nvme: namespace %d: %w", nsid, err)
+	}
+	e := &nsEntry{ns: ns, lbaSize: uint64(ns.LBASize()), blocks: ns.Blocks()}
+	if in, ok := ns.(interface{ inlineIO() bool }); ok {
+		e.inline = in.inlineIO()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.nss.Load()
+	if _, ok := old[nsid]; ok {
+		return fmt.Errorf("%w: %d", ErrNamespaceExists, nsid)
+	}
+	next := make(map[uint32]*nsEntry, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[nsid] = e
+	t.nss.Store(&next)
+	return nil
+}
+
+// RemoveNamespace detaches nsid. Commands already running on it finish;
+// later ones complete with StatusInvalidNamespace.
+func (t *Target) RemoveNamespace(nsid uint32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.nss.Load()
+	if _, ok := old[nsid]; !ok {
+		return fmt.Errorf("nvme: remove namespace %d: not attached", nsid)
+	}
+	next := make(map[uint32]*nsEntry, len(old))
+	for k, v := range old {
+		if k != nsid {
+			next[k] = v
+		}
+	}
+	t.nss.Store(&next)
+	return nil
+}
+
+// AddQueuePair starts serving q (before or after Start). The Target's
+// internal SQ head and CQ tail start at 0 with phase 1, so the rings must be
+// fresh: doorbells 0 and the CQ zeroed.
+func (t *Target) AddQueuePair(q *QueuePairMemory) error {
+	if q == nil {
+		return fmt.Errorf("nvme: AddQueuePair: nil queue pair")
+	}
+	if err := q.Validate(); err != nil {
+		return err
+	}
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.queues.Load()
+	if _, ok := old[q.ID]; ok {
+		return fmt.Errorf("%w: %d", ErrQueueExists, q.ID)
+	}
+	// The least loaded worker takes the queue.
+	w := t.workers[0]
+	for _, c := range t.workers[1:] {
+		if len(*c.queues.Load()) < len(*w.queues.Load()) {
+			w = c
+		}
+	}
+	qq := &queue{qp: q, id: q.ID, mask: q.Depth - 1, w: w, cqPhase: true}
+	next := make(map[uint16]*queue, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[q.ID] = qq
+	wl := append(append([]*queue(nil), *w.queues.Load()...), qq)
+	w.queues.Store(&wl)
+	t.queues.Store(&next)
+	w.kick()
+	return nil
+}
+
+// RemoveQueuePair stops serving queue qid. It waits, bounded by ctx, until
+// the worker has left the queue and commands handed to executors have
+// completed; on expiry those completions are discarded and the error is
+// returned. Dropped commands are forgotten.
+func (t *Target) RemoveQueuePair(ctx context.Context, qid uint16) error {
+	t.mu.Lock()
+	old := *t.queues.Load()
+	q, ok := old[qid]
+	if !ok {
+		t.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrNoQueue, qid)
+	}
+	next := make(map[uint16]*queue, len(old))
+	for k, v := range old {
+		if k != qid {
+			next[k] = v
+		}
+	}
+	var wl []*queue
+	for _, c := range *q.w.queues.Load() {
+		if c != q {
+			wl = append(wl, c)
+		}
+	}
+	q.w.queues.Store(&wl)
+	t.queues.Store(&next)
+	t.mu.Unlock()
+
+	q.state.Store(qRemoved)
+	err := waitFor(ctx, func() bool { return !q.serving.Load() && q.inflight.Load() == 0 })
+	t.retired.retire(&q.stats)
+	if err != nil {
+		return fmt.Errorf("nvme: remove queue %d: %d commands in flight: %w", qid, q.inflight.Load(), err)
+	}
+	return nil
+}
+
+// waitFor polls cond with a growing sleep until it holds or ctx ends.
+func waitFor(ctx context.Context, cond func() bool) error {
+	d := 10 * time.Microsecond
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		d = min(2*d, time.Millisecond)
+	}
+	return nil
+}
+
+// Start launches the workers and executors. They run until Close or until
+// ctx ends.
+func (t *Target) Start(ctx context.Context) error {
+	if t.closed.Load() {
+		return ErrClosed
+	}
+	if !t.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("nvme: target already started")
+	}
+	stop := context.AfterFunc(ctx, t.cancel)
+	t.wg.Go(func() {
+		<-t.ctx.Done()
+		stop()
+	})
+	for i := 0; i < t.cfg.Executors; i++ {
+		t.wg.Go(t.executor)
+	}
+	for _, w := range t.workers {
+		t.wg.Go(w.run)
+	}
+	return nil
+}
+
+// Close stops the Target and waits for its goroutines. Completions still
+// waiting for CQ space and delayed commands are discarded. Namespaces are
+// not closed.
+func (t *Target) Close() error {
+	if !t.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	t.cancel()
+	t.wg.Wait()
+	return nil
+}
+
+// Kick tells the Target that queue qid's SQ tail doorbell was rung, waking
+// its worker if parked. Submitters that cannot call it (GPU threads) are
+// still served: parked workers poll every TargetConfig.IdlePoll.
+func (t *Target) Kick(qid uint16) {
+	if q, ok := (*t.queues.Load())[qid]; ok {
+		q.w.kick()
+	}
+}
+
+// Err returns the host protocol error that stopped queue qid, nil while it
+// is healthy, or an ErrNoQueue error for a queue the Target does not serve.
+func (t *Target) Err(qid uint16) error {
+	q, ok := (*t.queues.Load())[qid]
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrNoQueue, qid)
+	}
+	if p := q.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Stats returns the Target's counters, summed over all queue pairs.
+func (t *Target) Stats() TargetStats {
+	var s TargetStats
+	t.retired.addTo(&s)
+	for _, q := range *t.queues.Load() {
+		q.stats.addTo(&s)
+	}
+	s.QueueErrors = t.queueErrors.Load()
+	return s
+}
+
+// fail stops serving q after a host protocol error.
+func (t *Target) fail(q *queue, format string, args ...any) {
+	err := fmt.Errorf("%w: queue %d: %s", ErrHostProtocol, q.id, fmt.Sprintf(format, args...))
+	if q.state.CompareAndSwap(qActive, qFailed) {
+		q.err.Store(&err)
+		t.queueErrors.Add(1)
+		t.log.Error("nvme target: queue pair stopped", "qid", q.id, "err", err)
+	}
+}
+
+// serve fetches every command between the queue's SQ head and the tail
+// doorbell, in order, and dispatches each. Only q's worker calls it.
+func (t *Target) serve(w *worker, q *queue) int {
+	q.serving.Store(true)
+	defer q.serving.Store(false)
+	if q.state.Load() != qActive {
+		return 0
+	}
+	tail := atomic.LoadUint32(q.qp.SQTail)
+	if tail > q.mask {
+		t.fail(q, "SQ tail doorbell %d outside a ring of %d entries", tail, q.qp.Depth)
+		return 0
+	}
+	n := 0
+	for q.sqHead != tail && q.state.Load() == qActive {
+		cmd, _ := DecodeCommand(q.qp.SQ[q.sqHead*SQESize : (q.sqHead+1)*SQESize])
+		q.sqHead = (q.sqHead + 1) & q.mask
+		q.sqHeadPub.Store(q.sqHead)
+		q.stats.commands.Add(1)
+		t.dispatch(w, q, &cmd)
+		n++
+	}
+	return n
+}
+
+// dispatch applies the fault hook and runs cmd inline or on an executor.
+func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {
+	var f Fault
+	if h := t.faults.Load(); h != nil {
+		f = (*h)(q.id, cmd)
+	}
+	if f.Kind == FaultDrop {
+		q.stats.dropped.Add(1)
+		return
+	}
+	if f.Delay > 0 {
+		q.stats.delayed.Add(1)
+		q.inflight.Add(1)
+		c := *cmd
+		t.wg.Go(func() {
+			defer q.inflight.Add(-1)
+			timer := time.NewTimer(f.Delay)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+			case <-t.ctx.Done():
+				return
+			}
+			if f.Kind == FaultFail {
+				t.post(q, c.CID, 0, f.Status)
+				return
+			}
+			ec := &execCtx{walker: prpWalker{pageSize: t.cfg.PageSize}}
+			dw0, st := t.execute(ec, q, &c)
+			t.post(q, c.CID, dw0, st)
+		})
+		return
+	}
+	if f.Kind == FaultFail {
+		t.post(q, cmd.CID, 0, f.Status)
+		return
+	}
+	if t.inline(cmd) {
+		dw0, st := t.execute(&w.ectx, q, cmd)
+		t.post(q, cmd.CID, dw0, st)
+		return
+	}
+	q.inflight.Add(1)
+	select {
+	case t.jobs <- job{q: q, cmd: *cmd}:
+	case <-t.ctx.Done():
+		q.inflight.Add(-1)
+	}
+}
+
+// inline reports whether cmd is cheap enough to run on the worker: its
+// namespace is in memory, or it fails validation without touching one.
+func (t *Target) inline(cmd *Command) bool {
+	if cmd.NSID == nsidAll {
+		return false
+	}
+	e, ok := (*t.nss.Load())[cmd.NSID]
+	return !ok || e.inline
+}
+
+func (t *Target) executor() {
+	ec := &execCtx{walker: prpWalker{pageSize: t.cfg.PageSize}}
+	for {
+		select {
+		case j := <-t.jobs:
+			if j.q.state.Load() == qActive {
+				dw0, st := t.execute(ec, j.q, &j.cmd)
+				t.post(j.q, j.cmd.CID, dw0, st)
+			}
+			j.q.inflight.Add(-1)
+		case <-t.ctx.Done():
+			return
+		}
+	}
+}
+
+// post writes a completion for cid into q's CQ. Dwords 0-2 are written
+// first and dword 3, which holds the phase tag, last with an atomic store,
+// so a host that observes the new phase observes the whole entry. It never
+// fills the ring: while (tail+1) mod depth equals the host's CQ head it
+// waits, re-reading the doorbell, until space appears, the queue is removed
+// or the Target closes.
+func (t *Target) post(q *queue, cid uint16, dw0 uint32, st Status) {
+	q.cqMu.Lock()
+	defer q.cqMu.Unlock()
+	depth := q.qp.Depth
+	waited := false
+	var spins int
+	var sleep time.Duration
+	var since time.Time
+	for {
+		if q.state.Load() != qActive || t.ctx.Err() != nil {
+			return
+		}
+		head := atomic.LoadUint32(q.qp.CQHead)
+		if head > q.mask {
+			t.fail(q, "CQ head doorbell %d outside a ring of %d entries", head, depth)
+			return
+		}
+		if !Full(head, q.cqTail, depth) {
+			break
+		}
+		if !waited {
+			waited = true
+			since = time.Now()
+			q.stats.cqFullWaits.Add(1)
+		}
+		// Back off: yield first, then sleep with a growing interval.
+		if spins < 64 {
+			spins++
+			runtime.Gosched()
+			continue
+		}
+		sleep = min(max(2*sleep, 5*time.Microsecond), 200*time.Microsecond)
+		time.Sleep(sleep)
+		if !since.IsZero() && time.Since(since) > 5*time.Second {
+			t.log.Warn("nvme target: CQ full for a long time; host not consuming completions", "qid", q.id)
+			since = time.Time{}
+		}
+	}
+	slot := q.qp.CQ[q.cqTail*CQESize : (q.cqTail+1)*CQESize]
+	le := binary.LittleEndian
+	le.PutUint32(slot[0:], dw0)
+	le.PutUint32(slot[4:], 0)
+	le.PutUint32(slot[8:], q.sqHeadPub.Load()|uint32(q.id)<<16)
+	e := Completion{CID: cid, Phase: q.cqPhase, Status: st}
+	atomic.StoreUint32(q.qp.CQEDW3(q.cqTail), e.DW3())
+	q.cqTail = (q.cqTail + 1) & q.mask
+	if q.cqTail == 0 {
+		q.cqPhase = !q.cqPhase
+	}
+	q.stats.completions.Add(1)
+	if !st.Success() {
+		q.stats.errors.Add(1)
+	}
+}
+
+// worker polls the queue pairs assigned to it.
+type worker struct {
+	t        *Target
+	id       int
+	queues   atomic.Pointer[[]*queue]
+	sleeping atomic.Bool
+	wake     chan struct{}
+	ectx     execCtx
+}
+
+func (w *worker) kick() {
+	if w.sleeping.Load() {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pending reports whether any of the worker's queues has unfetched commands.
+func (w *worker) pending() bool {
+	for _, q := range *w.queues.Load() {
+		if q.state.Load() == qActive && atomic.LoadUint32(q.qp.SQTail) != q.sqHead {
+			return true
+		}
+	}
+	return false
+}
+
+// run is the worker loop. Idle policy: after the last command, poll for
+// Spin (yielding between passes), then park on the wake channel with a
+// timeout that starts at 20µs and doubles up to IdlePoll. A Kick or work
+// found resets the policy. A parked worker costs one timer wake-up per
+// IdlePoll.
+func (w *worker) run() {
+	t := w.t
+	const minPark = 20 * time.Microsecond
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	spinning := false
+	var idleSince time.Time
+	park := minPark
+	for t.ctx.Err() == nil {
+		n := 0
+		for _, q := range *w.queues.Load() {
+			n += t.serve(w, q)
+		}
+		if n > 0 {
+			spinning = false
+			park = minPark
+			continue
+		}
+		if !spinning {
+			spinning = true
+			idleSince = time.Now()
+		}
+		if time.Since(idleSince) < t.cfg.Spin {
+			runtime.Gosched()
+			continue
+		}
+		// Park. Setting sleeping before the final check pairs with
+		// Kick's store-doorbell-then-load-sleeping: one side sees the other.
+		w.sleeping.Store(true)
+		if w.pending() {
+			w.sleeping.Store(false)
+			continue
+		}
+		timer.Reset(park)
+		select {
+		case <-w.wake:
+			spinning = false
+			park = minPark
+		case <-timer.C:
+			park = min(2*park, t.cfg.IdlePoll)
+		case <-t.ctx.Done():
+		}
+		timer.Stop()
+		w.sleeping.Store(false)
+	}
+}
