@@ -22,3 +22,53 @@ demo: ## run the main job (GPU when present, else CPU) on a file-backed store
 
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files '*.go')
+
+# ---- CUDA kernels and the GPU test bundle ----------------------------------
+# `make kernels` needs nvcc >= 11.8 (shared/tools/install-nvcc.sh installs it);
+# building and testing the Go code never does. `make gpu-bundle` cross-builds
+# nothing: it packs this machine's binaries for a GPU host with no Go
+# toolchain, where `make gpu-test` (or scripts/gpu-test.sh) runs them.
+NVCCFLAGS   ?= -ptx -arch=compute_80 -lineinfo -std=c++17
+KERNEL_SRCS := $(sort $(wildcard kernels/*.cu))
+GPU_PKGS    := $(sort $(patsubst %/,%,$(dir $(shell find . -name gpu_test.go -not -path './.*' 2>/dev/null))))
+
+kernels: ## compile kernels/*.cu to kernels/ptx/*.ptx with nvcc and refresh kernels/ptx/MANIFEST
+	@command -v $(NVCC) >/dev/null || { echo "kernels: $(NVCC) not found (bash ../shared/tools/install-nvcc.sh)"; exit 1; }
+	@v=$$($(NVCC) --version | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\).*/\1 \2/p'); set -- $$v; \
+	  if [ "$${1:-0}" -lt 11 ] || { [ "$$1" -eq 11 ] && [ "$$2" -lt 8 ]; }; then echo "kernels: need nvcc >= 11.8, have $$1.$$2"; exit 1; fi
+	@mkdir -p kernels/ptx
+	@rm -f kernels/ptx/*.ptx
+	@set -e; for src in $(KERNEL_SRCS); do \
+	  out=kernels/ptx/$$(basename $$src .cu).ptx; echo "  NVCC $$src -> $$out"; \
+	  $(NVCC) $(NVCCFLAGS) -Ikernels/include -o $$out $$src; \
+	  sed -i 's|"$(CURDIR)/kernels/|"kernels/|' $$out; \
+	done
+	@deps=$$(for src in $(KERNEL_SRCS); do $(NVCC) -M -std=c++17 -Ikernels/include $$src; done \
+	  | tr -d '\\' | tr ' ' '\n' | grep '^kernels/include/' | sed 's|^kernels/||' | LC_ALL=C sort -u); \
+	cd kernels && { \
+	  echo "# SHA-256 of every source, included header and PTX file of the last make kernels;"; \
+	  echo "# checked by TestManifestCurrent. $$($(NVCC) --version | tail -1); flags: $(NVCCFLAGS)"; \
+	  sha256sum $$(ls *.cu) $$deps $$(ls ptx/*.ptx); \
+	} > ptx/MANIFEST
+	@echo "  wrote kernels/ptx/MANIFEST"
+
+gpu-bundle: ## pack stripped GPU test binaries (packages with a gpu_test.go) and bam into .gpubundle/ (+ build/gpu-bundle.tar.gz)
+	@rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)/tests build
+	@echo '*' > $(BUNDLE)/.gitignore
+	@set -e; for p in $(GPU_PKGS); do \
+	  name=$$(echo $${p#./} | tr / _); echo "  TEST $$p -> $(BUNDLE)/tests/$$name.test"; \
+	  CGO_ENABLED=1 $(GO) test -c -trimpath -ldflags='-s -w' -o $(BUNDLE)/tests/$$name.test $$p 2>$(BUNDLE)/build.log \
+	    || { cat $(BUNDLE)/build.log; exit 1; }; \
+	done
+	@echo "  BUILD ./cmd/bam -> $(BUNDLE)/bam"
+	@CGO_ENABLED=1 $(GO) build -trimpath -ldflags='-s -w' -o $(BUNDLE)/bam ./cmd/bam 2>$(BUNDLE)/build.log || { cat $(BUNDLE)/build.log; exit 1; }
+	@rm -f $(BUNDLE)/build.log
+	@cp scripts/gpu-test.sh $(BUNDLE)/gpu-test.sh
+	@{ git rev-parse HEAD 2>/dev/null || echo unknown; } | tr -d '\n' > $(BUNDLE)/COMMIT
+	@if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo -n -dirty >> $(BUNDLE)/COMMIT; fi
+	@tar -C $(BUNDLE) -czf build/gpu-bundle.tar.gz --exclude=.gitignore .
+	@echo "  $$(du -sh $(BUNDLE) | cut -f1) in $(BUNDLE)/, $$(du -h build/gpu-bundle.tar.gz | cut -f1) in build/gpu-bundle.tar.gz"
+	@echo "  on the GPU host: make gpu-test BUNDLE=$(BUNDLE)   or   bash $(BUNDLE)/gpu-test.sh $(BUNDLE)"
+
+gpu-test: ## on a GPU host: run the prebuilt bundle (tests, compute-sanitizer, bam info, bench pcie); needs no Go
+	bash scripts/gpu-test.sh $(BUNDLE)

@@ -1,0 +1,109 @@
+package kernels
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+// The PTX of every family, the manifest, the device headers and the sources
+// travel inside the binary: users need only the NVIDIA driver.
+var (
+	//go:embed ptx/*.ptx ptx/MANIFEST
+	ptxFS embed.FS
+	//go:embed include
+	includeFS embed.FS
+	//go:embed *.cu
+	sourceFS embed.FS
+)
+
+// Kernel families (one .cu file and one .ptx file each).
+const (
+	FamilyBasic    = "basic"    // fill, gather, mapped host memory
+	FamilyMembench = "membench" // memory-path measurements
+)
+
+// Kernel names, as exported by the PTX (extern "C").
+const (
+	FillPatternU64 = "bam_fill_pattern_u64" // (u64 *dst, u64 n, u64 seed)
+	FillPatternU32 = "bam_fill_pattern_u32" // (u32 *dst, u64 n, u64 seed)
+	GatherU64      = "bam_gather_u64"       // (u64 *out, const u64 *src, u64 src_len, const u64 *idx, u64 n, u64 fallback, u32 *out_of_range)
+	GatherU32      = "bam_gather_u32"       // (u32 *out, const u32 *src, u64 src_len, const u64 *idx, u64 n, u32 fallback, u32 *out_of_range)
+	MappedAddU32   = "bam_mapped_add_u32"   // (volatile u32 *data, u64 n, u32 delta)
+	ReadSumU64     = "bam_read_sum_u64"     // (const ulonglong2 *src, u64 n16, u64 *sum)
+)
+
+// PTX returns the embedded PTX of a kernel family, e.g. PTX(FamilyBasic).
+func PTX(family string) ([]byte, error) {
+	if family == "" || strings.ContainsAny(family, "/\\.") {
+		return nil, fmt.Errorf("kernels: invalid family name %q", family)
+	}
+	b, err := ptxFS.ReadFile("ptx/" + family + ".ptx")
+	if err != nil {
+		return nil, fmt.Errorf("kernels: no PTX for family %q (have %s): %w", family, strings.Join(Families(), ", "), err)
+	}
+	return b, nil
+}
+
+// Families lists the embedded kernel families, sorted.
+func Families() []string {
+	ents, _ := fs.ReadDir(ptxFS, "ptx")
+	var out []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".ptx"); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Headers returns the device library headers as a file system rooted at the
+// include directory, so names are as in #include lines ("bam/common.cuh").
+func Headers() fs.FS {
+	sub, err := fs.Sub(includeFS, "include")
+	if err != nil {
+		panic("kernels: embedded include directory missing: " + err.Error())
+	}
+	return sub
+}
+
+// HeaderSources returns every device header keyed by its include name, the
+// form NVRTC takes (cuda.Source.Headers).
+func HeaderSources() map[string]string {
+	out := map[string]string{}
+	_ = fs.WalkDir(Headers(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := path.Ext(p); ext == ".cuh" || ext == ".h" {
+			b, err := fs.ReadFile(Headers(), p)
+			if err != nil {
+				return err
+			}
+			out[p] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+// Mix64 is the splitmix64 finalizer, identical to bam::mix64 in
+// bam/common.cuh.
+func Mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Pattern64 is element i of the test pattern with the given seed, identical
+// to bam::pattern64.
+func Pattern64(seed, i uint64) uint64 {
+	return Mix64(seed + (i+1)*0x9e3779b97f4a7c15)
+}

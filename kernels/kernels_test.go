@@ -1,0 +1,195 @@
+package kernels
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// embeddedFile reads a manifest path ("basic.cu", "include/bam/x.cuh",
+// "ptx/basic.ptx") from the embedded file systems.
+func embeddedFile(p string) ([]byte, error) {
+	switch {
+	case strings.HasPrefix(p, "ptx/"):
+		return ptxFS.ReadFile(p)
+	case strings.HasPrefix(p, "include/"):
+		return includeFS.ReadFile(p)
+	default:
+		return sourceFS.ReadFile(p)
+	}
+}
+
+// embeddedInputs lists every source, header and PTX file in the binary.
+func embeddedInputs(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, fsys := range []fs.FS{sourceFS, includeFS, ptxFS} {
+		err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			switch path.Ext(p) {
+			case ".cu", ".cuh", ".h", ".ptx":
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func readManifest(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := ptxFS.ReadFile("ptx/MANIFEST")
+	if err != nil {
+		t.Fatalf("no manifest: %v", err)
+	}
+	m := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok || len(sum) != 64 {
+			t.Fatalf("malformed manifest line %q", line)
+		}
+		m[name] = sum
+	}
+	return m
+}
+
+// TestManifestCurrent fails when a kernel source or header changed (or was
+// added or removed) after the PTX was last generated, or the PTX was edited.
+func TestManifestCurrent(t *testing.T) {
+	manifest := readManifest(t)
+	files := embeddedInputs(t)
+	seen := map[string]bool{}
+	for _, f := range files {
+		seen[f] = true
+		b, err := embeddedFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		want, ok := manifest[f]
+		switch {
+		case !ok && strings.HasPrefix(f, "include/"):
+			// A header no kernel includes does not affect the PTX; once a
+			// source includes it, the source's own hash changes.
+		case !ok:
+			t.Errorf("kernels/%s is not in kernels/ptx/MANIFEST: the PTX predates it; run `make kernels`", f)
+		case want != hex.EncodeToString(sum[:]):
+			t.Errorf("kernels/%s changed since the PTX was generated; run `make kernels`", f)
+		}
+	}
+	for f := range manifest {
+		if !seen[f] {
+			t.Errorf("kernels/ptx/MANIFEST lists %s, which no longer exists; run `make kernels`", f)
+		}
+	}
+}
+
+func TestEveryFamilyHasPTX(t *testing.T) {
+	srcs, err := fs.Glob(sourceFS, "*.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]bool{}
+	for _, f := range Families() {
+		fams[f] = true
+	}
+	for _, s := range srcs {
+		if fam := strings.TrimSuffix(s, ".cu"); !fams[fam] {
+			t.Errorf("kernels/%s has no PTX; run `make kernels`", s)
+		}
+	}
+	if len(srcs) != len(fams) {
+		t.Errorf("%d sources but %d PTX families %v", len(srcs), len(fams), Families())
+	}
+}
+
+func TestPTXExportsKernels(t *testing.T) {
+	tests := []struct {
+		family string
+		names  []string
+	}{
+		{FamilyBasic, []string{FillPatternU64, FillPatternU32, GatherU64, GatherU32, MappedAddU32}},
+		{FamilyMembench, []string{ReadSumU64}},
+	}
+	for _, tc := range tests {
+		ptx, err := PTX(tc.family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(ptx, []byte(".target sm_80")) {
+			t.Errorf("%s: PTX does not target sm_80 (compute_80)", tc.family)
+		}
+		for _, n := range tc.names {
+			if !bytes.Contains(ptx, []byte(".entry "+n+"(")) {
+				t.Errorf("%s: PTX has no kernel %s", tc.family, n)
+			}
+		}
+	}
+}
+
+func TestPTXRejectsBadNames(t *testing.T) {
+	for _, name := range []string{"", "nope", "../kernels", "basic.ptx", "ptx/basic"} {
+		if _, err := PTX(name); err == nil {
+			t.Errorf("PTX(%q) succeeded", name)
+		}
+	}
+}
+
+func TestHeaderSources(t *testing.T) {
+	h := HeaderSources()
+	src, ok := h["bam/common.cuh"]
+	if !ok {
+		t.Fatalf("bam/common.cuh missing from %v", h)
+	}
+	if !strings.Contains(src, "pattern64") {
+		t.Error("bam/common.cuh lacks pattern64")
+	}
+	if strings.Contains(src, "#include <") {
+		t.Error("bam/common.cuh includes a system header; NVRTC users have none")
+	}
+}
+
+// TestPattern64KnownAnswers pins the pattern to splitmix64's published
+// first outputs (state 0, then successive increments), so a change to
+// either the Go or the CUDA copy shows up.
+func TestPattern64KnownAnswers(t *testing.T) {
+	want := []uint64{0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4, 0x06c45d188009454f}
+	for i, w := range want {
+		if got := Pattern64(0, uint64(i)); got != w {
+			t.Errorf("Pattern64(0, %d) = %#x, want %#x", i, got, w)
+		}
+	}
+}
+
+func FuzzMix64Bijective(f *testing.F) {
+	f.Add(uint64(0), uint64(1))
+	f.Add(uint64(1<<63), uint64(42))
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		if a != b && Mix64(a) == Mix64(b) {
+			t.Fatalf("Mix64(%#x) == Mix64(%#x)", a, b)
+		}
+	})
+}
+
+func ExamplePattern64() {
+	fmt.Printf("%#x\n", Pattern64(0, 0))
+	// Output: 0xe220a8397b1dcdaf
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs the prebuilt GPU test bundle on a GPU host (no Go toolchain needed).
+#
+#   bash scripts/gpu-test.sh [BUNDLE]     BUNDLE: the directory `make gpu-bundle` wrote
+#                                         (default .gpubundle) or its .tar.gz
+#
+# For every test binary in BUNDLE/tests: one plain run (-test.v), then, when
+# compute-sanitizer is found, one run per sanitizer tool over the GPU tests.
+# Then `bam info` and `bam bench pcie` (BENCH=0 skips the benchmark).
+# Writes gpu-test-summary.txt (one line per run: status, binary, mode,
+# tests passed/failed/skipped or sanitizer error count), logs/ and the
+# benchmark JSON under $OUT (default: the bundle directory). Exits non-zero
+# if any run failed.
+#
+# Environment: OUT, BENCH (1), SANITIZER (1; 0 skips), SANITIZER_TOOLS
+# ("memcheck racecheck synccheck"), SANITIZER_RUN (test regexp, '^TestGPU'),
+# TEST_TIMEOUT (go test timeout per binary, 5m), BAM_GPU (device, 0).
+set -uo pipefail
+
+bundle=${1:-.gpubundle}
+if [[ -f $bundle ]]; then
+  tmp=$(mktemp -d)
+  tar -C "$tmp" -xzf "$bundle" || { echo "gpu-test: cannot unpack $bundle" >&2; exit 2; }
+  bundle=$tmp
+fi
+[[ -d $bundle/tests && -x $bundle/bam ]] || { echo "gpu-test: $bundle is not a GPU bundle (run make gpu-bundle)" >&2; exit 2; }
+bundle=$(cd "$bundle" && pwd)
+out=${OUT:-$bundle}
+mkdir -p "$out/logs" "$out/work"
+out=$(cd "$out" && pwd)
+summary=$out/gpu-test-summary.txt
+: >"$summary"
+
+export BAM_REQUIRE_GPU=1 # a GPU test that would skip fails instead
+export BAM_COMMIT=${BAM_COMMIT:-$(cat "$bundle/COMMIT" 2>/dev/null || echo unknown)}
+timeout_go=${TEST_TIMEOUT:-5m}
+tools=${SANITIZER_TOOLS:-memcheck racecheck synccheck}
+san_run=${SANITIZER_RUN:-^TestGPU}
+failed=0
+
+note() { echo "$*" | tee -a "$summary"; }
+record() { # status binary mode detail
+  printf '%-4s  %-22s %-10s %s\n' "$1" "$2" "$3" "$4" | tee -a "$summary"
+  [[ $1 == PASS ]] || failed=1
+}
+count() { grep -cE "$1" "$2" 2>/dev/null || true; }
+
+note "# GPU test run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $BAM_COMMIT"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,name,driver_version,pcie.link.gen.current,pcie.link.width.current,memory.total \
+    --format=csv,noheader 2>&1 | sed 's/^/# gpu: /' | tee -a "$summary"
+fi
+
+sanitizer=""
+if [[ ${SANITIZER:-1} != 0 ]]; then
+  for c in compute-sanitizer /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    if command -v "$c" >/dev/null 2>&1; then sanitizer=$(command -v "$c"); break; fi
+  done
+  [[ -n $sanitizer ]] && note "# sanitizer: $sanitizer ($("$sanitizer" --version 2>/dev/null | tail -1))" \
+    || note "# sanitizer: compute-sanitizer not found; sanitizer runs skipped"
+fi
+
+cd "$out/work" || exit 2
+for t in "$bundle"/tests/*.test; do
+  name=$(basename "$t" .test)
+  log=$out/logs/$name.plain.log
+  "$t" -test.v -test.count=1 -test.timeout="$timeout_go" >"$log" 2>&1
+  rc=$?
+  p=$(count '^\s*--- PASS' "$log"); f=$(count '^\s*--- FAIL' "$log"); s=$(count '^\s*--- SKIP' "$log")
+  if [[ $rc -eq 0 ]]; then st=PASS; else st=FAIL; fi
+  record "$st" "$name" plain "exit $rc, $p passed, $f failed, $s skipped (logs/$name.plain.log)"
+done
+
+if [[ -n $sanitizer ]]; then
+  for tool in $tools; do
+    for t in "$bundle"/tests/*.test; do
+      name=$(basename "$t" .test)
+      log=$out/logs/$name.$tool.log
+      extra=()
+      [[ $tool == memcheck ]] && extra=(--leak-check full)
+      # API errors are expected (the out-of-memory and broken-PTX tests
+      # provoke them); only device-side errors count.
+      "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 86 --print-limit 50 "${extra[@]}" \
+        "$t" -test.v -test.count=1 -test.timeout="$timeout_go" -test.run "$san_run" >"$log" 2>&1
+      rc=$?
+      errs=$(grep -oE '(ERROR SUMMARY|RACECHECK SUMMARY): [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+      hazards=$(grep -oE '\(([0-9]+) errors' "$log" | grep -oE '[0-9]+' | tail -1)
+      errs=${errs:-?}
+      [[ $tool == racecheck && -n $hazards ]] && errs=$hazards
+      p=$(count '^\s*--- PASS' "$log"); f=$(count '^\s*--- FAIL' "$log")
+      if [[ $rc -eq 0 && $errs == 0 ]]; then st=PASS; else st=FAIL; fi
+      record "$st" "$name" "$tool" "exit $rc, $errs sanitizer errors, $p passed, $f failed (logs/$name.$tool.log)"
+    done
+  done
+fi
+
+"$bundle/bam" info >"$out/logs/bam-info.txt" 2>&1 && "$bundle/bam" info --json >"$out/bam-info.json" 2>>"$out/logs/bam-info.txt"
+rc=$?
+record "$([[ $rc -eq 0 ]] && echo PASS || echo FAIL)" bam info "exit $rc (logs/bam-info.txt, bam-info.json)"
+
+if [[ ${BENCH:-1} != 0 ]]; then
+  "$bundle/bam" bench pcie --device "${BAM_GPU:-0}" --out "$out/bench-results" >"$out/logs/bench-pcie.txt" 2>&1
+  rc=$?
+  record "$([[ $rc -eq 0 ]] && echo PASS || echo FAIL)" bam "bench pcie" "exit $rc (logs/bench-pcie.txt, bench-results/)"
+  sed 's/^/# /' "$out/logs/bench-pcie.txt" | tee -a "$summary"
+fi
+
+if [[ $failed -eq 0 ]]; then note "# result: PASS"; else note "# result: FAIL"; fi
+exit $failed
