@@ -1,0 +1,568 @@
+package gpucache
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newTestCache(t testing.TB, cfg Config) (*Cache, *fakeBackend) {
+	t.Helper()
+	if cfg.LineSize == 0 {
+		cfg.LineSize = MinLineSize
+	}
+	b := newFakeBackend(int(cfg.LineSize))
+	c, err := New(cfg, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.check(t) })
+	return c, b
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Sets: 3, Ways: 4, LineSize: 4096}
+	tests := []struct {
+		name string
+		edit func(*Config)
+		ok   bool
+	}{
+		{"valid", func(*Config) {}, true},
+		{"one set one way", func(c *Config) { c.Sets, c.Ways = 1, 1 }, true},
+		{"round robin", func(c *Config) { c.Policy = PolicyRoundRobin }, true},
+		{"zero sets", func(c *Config) { c.Sets = 0 }, false},
+		{"zero ways", func(c *Config) { c.Ways = 0 }, false},
+		{"too many ways", func(c *Config) { c.Ways = MaxWays + 1 }, false},
+		{"line too small", func(c *Config) { c.LineSize = 256 }, false},
+		{"line too large", func(c *Config) { c.LineSize = 128 << 10 }, false},
+		{"line not power of two", func(c *Config) { c.LineSize = 3000 }, false},
+		{"max line", func(c *Config) { c.LineSize = MaxLineSize }, true},
+		{"bad policy", func(c *Config) { c.Policy = 7 }, false},
+		{"negative timeout", func(c *Config) { c.WaitTimeout = -1 }, false},
+		{"too many lines", func(c *Config) { c.Sets, c.Ways = 1<<31, 4 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := ok
+			tt.edit(&cfg)
+			err := cfg.Validate()
+			if tt.ok && err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			if !tt.ok && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	if _, err := New(ok, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("New with nil backend: %v", err)
+	}
+}
+
+func TestAcquireInvalidArguments(t *testing.T) {
+	c, _ := newTestCache(t, Config{Sets: 1, Ways: 2})
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, TagEmpty, 1); !errors.Is(err, ErrInvalidTag) {
+		t.Errorf("Acquire(TagEmpty) = %v", err)
+	}
+	if _, err := c.Acquire(ctx, 1, 0); !errors.Is(err, ErrInvalidCount) {
+		t.Errorf("Acquire(count 0) = %v", err)
+	}
+	if _, err := c.Acquire(ctx, 1, StateRefMask+1); !errors.Is(err, ErrInvalidCount) {
+		t.Errorf("Acquire(count > max) = %v", err)
+	}
+	h, err := c.Acquire(ctx, 1, StateRefMask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, 1, 1); !errors.Is(err, ErrTooManyReferences) {
+		t.Errorf("Acquire beyond the reference limit = %v", err)
+	}
+	h.Release()
+	if err := c.quiescentCheck(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestHitMissAndStats(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 2, Ways: 2})
+	ctx := context.Background()
+	b.data[5] = make([]byte, MinLineSize)
+	b.data[5][0] = 42
+
+	h, err := c.Acquire(ctx, 5, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Line()[0]; got != 42 {
+		t.Fatalf("line byte 0 = %d, want 42", got)
+	}
+	if h.Count() != 3 || h.Tag() != 5 || len(h.Line()) != MinLineSize {
+		t.Fatalf("handle %+v", h)
+	}
+	if s := refs(*c.r.state(uintptr(h.Way()))); s != 3 {
+		t.Fatalf("refcount %d after a group acquire of 3", s)
+	}
+	h.Release()
+	h2, err := c.Acquire(ctx, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Way() != h.Way() {
+		t.Errorf("second acquire used way %d, first %d", h2.Way(), h.Way())
+	}
+	h2.Release()
+	st := c.Stats()
+	want := Stats{Hits: 1, Misses: 1, Fills: 1, BytesRead: MinLineSize}
+	if st != want {
+		t.Errorf("stats %+v, want %+v", st, want)
+	}
+	if r := st.HitRatio(); r != 0.5 {
+		t.Errorf("hit ratio %v", r)
+	}
+	if got := b.reads.Load(); got != 1 {
+		t.Errorf("backend reads %d", got)
+	}
+	// The line's bytes are where the data region says.
+	off := h.Way() * c.LineSize()
+	if &c.DataRegion()[off] != &h.Line()[0] {
+		t.Error("Line is not the data region slice at Way*LineSize")
+	}
+}
+
+func TestReadsNeverWriteBack(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 2, Ways: 2})
+	ctx := context.Background()
+	for i := range 200 {
+		h, err := c.Acquire(ctx, uint64(i%37), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Release()
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.writes.Load(); n != 0 {
+		t.Errorf("%d write-backs from a read-only workload", n)
+	}
+	if st := c.Stats(); st.Evictions == 0 {
+		t.Errorf("no evictions: %+v", st)
+	}
+}
+
+func TestWritesSurviveEviction(t *testing.T) {
+	for _, p := range []Policy{PolicyClock, PolicyRoundRobin} {
+		t.Run(p.String(), func(t *testing.T) {
+			c, b := newTestCache(t, Config{Sets: 2, Ways: 2, Policy: p})
+			ctx := context.Background()
+			const lines = 20
+			for round := uint64(1); round <= 3; round++ {
+				for i := range uint64(lines) {
+					h, err := c.Acquire(ctx, i, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					atomic.StoreUint64(word(h.Line(), 0), round*100+i)
+					h.ReleaseDirty()
+				}
+			}
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i := range uint64(lines) {
+				if got := b.word(i, 0); got != 300+i {
+					t.Errorf("line %d: storage has %d, want %d", i, got, 300+i)
+				}
+			}
+			if b.flushes.Load() != 1 {
+				t.Errorf("backend Flush called %d times", b.flushes.Load())
+			}
+			// A second flush has nothing to write.
+			w := b.writes.Load()
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if b.writes.Load() != w {
+				t.Errorf("second Flush wrote %d lines", b.writes.Load()-w)
+			}
+		})
+	}
+}
+
+func TestCacheTooSmall(t *testing.T) {
+	const ways = 3
+	c, _ := newTestCache(t, Config{Sets: 1, Ways: ways, FullSetTimeout: 50 * time.Millisecond})
+	ctx := context.Background()
+	var held []Handle
+	for i := range uint64(ways) {
+		h, err := c.Acquire(ctx, i, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, h)
+	}
+	start := time.Now()
+	_, err := c.Acquire(ctx, ways, 1)
+	if !errors.Is(err, ErrCacheTooSmall) {
+		t.Fatalf("Acquire of line K+1 = %v, want ErrCacheTooSmall", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("ErrCacheTooSmall after %v", d)
+	}
+	if c.Stats().TooSmall != 1 {
+		t.Errorf("stats %+v", c.Stats())
+	}
+	// Hits on held lines still work, and releasing one makes room.
+	h, err := c.Acquire(ctx, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	held[0].Release()
+	h, err = c.Acquire(ctx, ways, 1)
+	if err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	h.Release()
+	for _, h := range held[1:] {
+		h.Release()
+	}
+	if err := c.quiescentCheck(); err != nil {
+		t.Error(err)
+	}
+}
+
+// gate blocks backend calls for chosen tags until released.
+type gate struct {
+	entered chan uint64
+	release chan error
+}
+
+func newGate() *gate { return &gate{entered: make(chan uint64, 16), release: make(chan error, 16)} }
+
+func (g *gate) hook(tag uint64) func(context.Context, uint64) error {
+	return func(ctx context.Context, t uint64) error {
+		if t != tag {
+			return nil
+		}
+		g.entered <- t
+		select {
+		case err := <-g.release:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func TestFillErrorReachesWaiters(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 2})
+	ctx := context.Background()
+	g := newGate()
+	b.beforeRead = g.hook(7)
+	boom := errors.New("media error")
+
+	errc := make(chan error, 2)
+	go func() {
+		h, err := c.Acquire(ctx, 7, 1)
+		if err == nil {
+			h.Release()
+		}
+		errc <- err
+	}()
+	<-g.entered // the filler is in ReadLine with the way BUSY
+	go func() {
+		h, err := c.Acquire(ctx, 7, 2)
+		if err == nil {
+			h.Release()
+		}
+		errc <- err
+	}()
+	waitFor(t, func() bool { return c.Stats().Waits > 0 })
+	g.release <- boom
+	for range 2 {
+		if err := <-errc; !errors.Is(err, ErrFill) || !errors.Is(err, boom) {
+			t.Errorf("Acquire = %v, want ErrFill wrapping %v", err, boom)
+		}
+	}
+	if err := c.checkSets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.quiescentCheck(); err != nil {
+		t.Fatal(err)
+	}
+	// The cache stays usable: the next acquire reads storage again.
+	b.beforeRead = nil
+	h, err := c.Acquire(ctx, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	if st := c.Stats(); st.FillErrors != 1 || st.Fills != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestCancelledFillerDoesNotFailWaiters(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 2})
+	g := newGate()
+	b.beforeRead = g.hook(9)
+	fctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(fctx, 9, 1)
+		errc <- err
+	}()
+	<-g.entered
+	waiterc := make(chan error, 1)
+	go func() {
+		h, err := c.Acquire(context.Background(), 9, 1)
+		if err == nil {
+			if h.Tag() != 9 {
+				err = errors.New("wrong tag")
+			}
+			h.Release()
+		}
+		waiterc <- err
+	}()
+	waitFor(t, func() bool { return c.Stats().Waits > 0 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled filler got %v", err)
+	}
+	// The waiter retries the miss itself rather than inheriting the
+	// filler's cancellation.
+	<-g.entered
+	g.release <- nil
+	if err := <-waiterc; err != nil {
+		t.Errorf("waiter got %v, want success", err)
+	}
+	if err := c.quiescentCheck(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestWaiterCancellation(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 2})
+	g := newGate()
+	b.beforeRead = g.hook(3)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		h, err := c.Acquire(ctx, 3, 1)
+		if err == nil {
+			h.Release()
+		}
+		done <- err
+	}()
+	<-g.entered
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := c.Acquire(wctx, 3, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiter = %v, want DeadlineExceeded", err)
+	}
+	g.release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.quiescentCheck(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestWaitTimeout(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 2, WaitTimeout: 30 * time.Millisecond})
+	g := newGate()
+	b.beforeRead = g.hook(3)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if h, err := c.Acquire(context.Background(), 3, 1); err == nil {
+			h.Release()
+		}
+	}()
+	<-g.entered
+	if _, err := c.Acquire(context.Background(), 3, 1); !errors.Is(err, ErrTimeout) {
+		t.Errorf("waiter = %v, want ErrTimeout", err)
+	}
+	g.release <- nil
+	<-done
+}
+
+func TestWriteBackErrorKeepsLine(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 1})
+	ctx := context.Background()
+	h, err := c.Acquire(ctx, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atomic.StoreUint64(word(h.Line(), 0), 11)
+	h.ReleaseDirty()
+
+	boom := errors.New("write fault")
+	b.beforeWrite = func(context.Context, uint64) error { return boom }
+	if _, err := c.Acquire(ctx, 2, 1); !errors.Is(err, ErrWriteBack) || !errors.Is(err, boom) {
+		t.Fatalf("evicting acquire = %v, want ErrWriteBack wrapping %v", err, boom)
+	}
+	if err := c.Flush(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Flush = %v, want %v", err, boom)
+	}
+	if err := c.checkSets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Line 1 is still resident, dirty and intact.
+	h, err = c.Acquire(ctx, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := atomic.LoadUint64(word(h.Line(), 0)); got != 11 {
+		t.Fatalf("line 1 word 0 = %d after failed write-backs", got)
+	}
+	h.Release()
+	b.beforeWrite = nil
+	if h, err = c.Acquire(ctx, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	if got := b.word(1, 0); got != 11 {
+		t.Errorf("storage word = %d, want 11", got)
+	}
+	if st := c.Stats(); st.WriteBackErrors != 2 || st.WriteBacks != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// A miss on a line whose write-back is in flight waits for the write-back
+// before reading storage (the fake backend reports a violation otherwise).
+func TestMissWaitsForWriteBack(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 1})
+	ctx := context.Background()
+	h, err := c.Acquire(ctx, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atomic.StoreUint64(word(h.Line(), 0), 77)
+	h.ReleaseDirty()
+
+	g := newGate()
+	b.beforeWrite = g.hook(1)
+	evicted := make(chan error, 1)
+	go func() {
+		h, err := c.Acquire(ctx, 2, 1) // evicts line 1
+		if err == nil {
+			h.Release()
+		}
+		evicted <- err
+	}()
+	<-g.entered
+	reread := make(chan uint64, 1)
+	go func() {
+		h, err := c.Acquire(ctx, 1, 1)
+		if err != nil {
+			t.Error(err)
+			reread <- 0
+			return
+		}
+		reread <- atomic.LoadUint64(word(h.Line(), 0))
+		h.Release()
+	}()
+	waitFor(t, func() bool { return c.Stats().Waits > 0 })
+	if err := c.checkSets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.release <- nil
+	if err := <-evicted; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-reread; got != 77 {
+		t.Errorf("reread line 1 word 0 = %d, want 77", got)
+	}
+}
+
+func TestInvalidateAndReset(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 2, Ways: 2})
+	ctx := context.Background()
+	h, err := c.Acquire(ctx, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Invalidate(ctx, 4); !errors.Is(err, ErrLineInUse) {
+		t.Errorf("Invalidate of a held line = %v", err)
+	}
+	if err := c.Reset(); !errors.Is(err, ErrLineInUse) {
+		t.Errorf("Reset with a held line = %v", err)
+	}
+	atomic.StoreUint64(word(h.Line(), 1), 5)
+	h.ReleaseDirty()
+	if err := c.Invalidate(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.word(4, 1); got != 5 {
+		t.Errorf("Invalidate did not write back: storage word %d", got)
+	}
+	if _, ok := c.lookup(SetIndex(4, 2), 4); ok {
+		t.Error("line still resident after Invalidate")
+	}
+	if err := c.Invalidate(ctx, 4); err != nil {
+		t.Errorf("Invalidate of an absent line = %v", err)
+	}
+	// Reset drops dirty data.
+	h, _ = c.Acquire(ctx, 6, 1)
+	atomic.StoreUint64(word(h.Line(), 0), 9)
+	h.ReleaseDirty()
+	if err := c.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.word(6, 0); got != 0 {
+		t.Errorf("Reset wrote back a dirty line")
+	}
+	if c.Stats() != (Stats{}) {
+		t.Errorf("stats after Reset: %+v", c.Stats())
+	}
+}
+
+// TestConcurrentGroupAcquire has many goroutines acquire one cold line with
+// different counts at once: exactly one fill, and the reference count
+// returns to zero.
+func TestConcurrentGroupAcquire(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 4})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := c.Acquire(ctx, 100, uint32(i%4+1))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			h.Release()
+		}()
+	}
+	wg.Wait()
+	if n := b.reads.Load(); n != 1 {
+		t.Errorf("%d fills of one line", n)
+	}
+	if err := c.quiescentCheck(); err != nil {
+		t.Error(err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}

@@ -1,0 +1,165 @@
+// Package gpucache owns the line cache protocol of the project: a
+// set-associative, write-back cache of fixed-size lines with reference
+// counted ways (BaM dissertation ch. 6, with the set-associative metadata of
+// the GPU4FS driver thesis §4.2). The CPU engine uses this Go implementation
+// directly; the GPU engine runs the same protocol on the same bytes in device
+// memory (kernels/include/bam/cache.cuh), so this comment is written for both.
+//
+// The package does no I/O of its own: a Backend reads and writes whole lines
+// by tag. It does not know how tags map to namespaces and LBAs (the store's
+// layout does), does not group requests (the engines do, and pass the group
+// size as the count of Acquire), and must not import the queue or controller
+// packages.
+//
+// # Memory
+//
+// A cache of N sets × K ways of L bytes has two regions:
+//
+//   - the data region, N*K*L bytes; way g (= set*K + way) holds its line at
+//     [g*L, (g+1)*L). A fill reads storage straight into that slice (an NVMe
+//     Read whose PRP names it), so there is no copy.
+//   - the metadata region, RegionBytes(N, K) bytes, laid out by the constants
+//     of layout.go (generated into kernels/include/bam/detail/layout.h):
+//     a set record per set (lock word, clock hand), a tag and a write-back tag
+//     per way (the K tags of a set are contiguous), and a way record per way
+//     (state word, clock reference bit, fill status). Metadata grows with
+//     the cache, never with the data (no per-line table as in BaM).
+//
+// The state word of a way is VALID (bit 31) | BUSY (bit 30) | DIRTY (bit 29)
+// | reference count (bits 0-28):
+//
+//	VALID BUSY   meaning
+//	  0    0     free: no data (tag TagEmpty, or the tag of a failed fill)
+//	  0    1     being filled for the way's tag by its BUSY owner
+//	  1    0     resident: the line holds the tag's data
+//	  1    1     resident, owned exclusively (being evicted or written back)
+//
+// DIRTY means the line differs from storage. Every change of the state word
+// is an atomic read-modify-write (fetch_add, fetch_sub, fetch_or, fetch_and,
+// compare-and-swap); it is never stored whole except when the region is
+// initialised, because other callers' speculative references may be in the
+// count at any time. Tags are read without the lock and written only by the
+// holder of the set lock, except that the BUSY owner clears the write-back
+// tag when its write-back completes.
+//
+// # Acquire (hit path, DESIGN.md §3 steps 2-3)
+//
+// Acquire(tag, n) takes n references for a group of n requests for one line
+// (the leader of a coalesced warp; a batch on the CPU) and releases them with
+// one fetch_sub(n).
+//
+//  1. set = SetIndex(tag, N). Scan the set's K tags for tag. If none
+//     matches, go to the miss path.
+//  2. old = state.fetch_add(n) (acquire). Re-read the way's tag; if it is no
+//     longer tag, the way was reassigned after the scan: fetch_sub(n) and
+//     start over (§5: a speculative fetch_add on a changed tag is undone).
+//  3. old VALID and not BUSY: hit. Set the clock bit if clear; use the line.
+//  4. old VALID and BUSY: the line is being evicted or written back by an
+//     exclusive owner. fetch_sub(n), back off, start over.
+//  5. old neither VALID nor BUSY: a failed fill left the tag behind.
+//     fetch_sub(n) and go to the miss path, which clears it.
+//  6. old BUSY, not VALID: the tag is being filled. Keep the references
+//     (they stop the way from being claimed again) and back off until BUSY
+//     clears. Then: tag changed → fetch_sub(n), start over (the owner was
+//     filling another tag when we added); VALID → hit; otherwise the fill
+//     failed: with status StatusFillAborted (the filler was cancelled) undo
+//     and retry the miss yourself; with StatusFillFailed undo and return the
+//     filler's error.
+//
+// Release is state.fetch_sub(n) with release ordering. Writers set DIRTY
+// with fetch_or after their stores and before the fetch_sub (ReleaseDirty);
+// readers never touch DIRTY (§5: reads never mark lines dirty). Setting
+// DIRTY after the stores is what makes Flush correct without generations.
+//
+// # Miss (DESIGN.md §3 step 4)
+//
+//  1. Take the set lock (compare-and-swap of LockFree to LockHeld, backing
+//     off between tries). It protects only steps 2-5, which do no I/O
+//     (§5: no lock is held across an I/O; spinlocks are short).
+//  2. Re-scan every way of the set, reading its write-back tag before its
+//     tag. Write-back tag == tag: the line's write-back is in flight;
+//     unlock, back off, start over (§5: a line is not read from storage
+//     until its write-back completes). Tag == tag and VALID or BUSY: someone
+//     installed it since step 1; unlock and take the hit path (§5: never
+//     resident twice). Tag == tag, neither VALID nor BUSY: a failed fill's
+//     leftover; store TagEmpty there (its waiters see the change and retry).
+//  3. Choose a victim: the first free way (not VALID, not BUSY, count 0);
+//     else by policy from the set's hand: clock skips BUSY or referenced ways,
+//     clears set clock bits as it passes and takes the first unreferenced way
+//     with a clear bit (at most 2K steps); round-robin takes the next
+//     unreferenced, not BUSY way (at most K steps).
+//  4. Claim the victim: its count must be 0 and BUSY clear in a plain load
+//     and again in the value returned by state.fetch_or(BUSY); if the second
+//     check fails and BUSY was clear, fetch_and(~BUSY) undoes it and the next
+//     candidate is tried (§5 eviction rule). If no way can be claimed,
+//     unlock, back off and start over; after Config.FullSetTimeout fail with
+//     ErrCacheTooSmall (§5: never spin forever on a fully referenced set).
+//  5. Install, in this order: if the victim was VALID and DIRTY, its old tag
+//     goes to its write-back tag; status = StatusOK; clock bit = 0 (a new
+//     line earns its second chance only by a hit); tag = new tag (release);
+//     state.fetch_add(n); state.fetch_and(~(VALID|DIRTY)).
+//     Because the tag is stored before VALID clears, anyone whose fetch_add
+//     observes BUSY without VALID then reads the new tag. Unlock.
+//  6. If the victim was dirty, WriteLine(old tag, line). On success store
+//     TagEmpty to the write-back tag (release): from then on a miss on the
+//     old tag may read storage. On failure, retake the set lock and restore
+//     the way: tag = old tag, write-back tag = TagEmpty, fetch_or(VALID|DIRTY),
+//     fetch_and(~BUSY), fetch_sub(n); return ErrWriteBack. The dirty data is
+//     still in the line, so nothing is lost, and waiters for the new tag see
+//     the tag change and retry.
+//  7. ReadLine(tag, line). On success publish with one atomic BUSY → VALID
+//     (fetch_xor(VALID|BUSY), release; on the device, after the completion
+//     was read with acquire ordering, so the DMA data is visible first —
+//     §5). On failure record the error (status StatusFillFailed, or
+//     StatusFillAborted when the filler's own context ended), fetch_and(~BUSY),
+//     fetch_sub(n): the way is free with the tag kept for the waiters, who
+//     receive the error; the next miss on the tag clears it and retries.
+//
+// Write-backs in flight are tracked by the victim way itself: its
+// write-back tag holds the old tag from step 5 to step 6, so the table is
+// bounded by the cache (one slot per way) and found by the same set scan.
+//
+// # Flush
+//
+// Flush visits every set under its lock. A way that is VALID and DIRTY is
+// claimed like a victim (count 0, BUSY before and after fetch_or) but keeps
+// VALID and its tag: the exclusive owner writes the line back and then
+// clears BUSY|DIRTY together (only BUSY on failure, so the line stays
+// dirty). Because a claim requires count 0, no writer holds the line during
+// its write-back, so there is no lost-update race between clearing DIRTY and
+// a concurrent store, and storage never reads bytes while they change. The
+// state returned by the claim is re-checked: if another write-back finished
+// between the scan and the claim the line is clean and the claim is undone.
+// Dirty ways that are referenced or busy, and write-back tags in flight, are
+// retried until clean, gone, or claimable (bounded by Config.WaitTimeout).
+// Write-backs run with bounded parallelism; then the Backend's Flush runs.
+//
+// # Invariants and their reasons
+//
+//   - At most one way of a set holds a given tag, and no tag is both held and
+//     in a write-back tag (checked under the set lock by the tests): claims
+//     happen only under the lock after a re-scan (§5).
+//   - No ReadLine of a tag while its WriteLine is in flight, and at most one
+//     WriteLine and one ReadLine per tag at a time (§5 write-back rule).
+//   - A way is claimed only with count 0 and BUSY clear before and after
+//     fetch_or(BUSY), so no holder ever sees its line change (§5).
+//   - Every speculative reference is undone by the caller that added it;
+//     the count is only ever added to and subtracted from (§5).
+//   - Reads never set DIRTY; only dirty lines are written back (§5).
+//   - No lock is held across I/O; every wait is bounded by Config.WaitTimeout
+//     or Config.FullSetTimeout and by the caller's context, and backs off
+//     with yields and growing sleeps, never a hot spin (§5; on the device,
+//     __nanosleep and %globaltimer).
+//   - A failed fill or write-back leaves the cache usable and loses no data.
+//
+// # Choices
+//
+// The set lock is a try-lock with backoff rather than a ticket lock: its
+// critical section is a scan of K ways and a claim, and a ticket lock cannot
+// be abandoned by a waiter whose context ends. Set records are 64 bytes and
+// way records 32 bytes, so that a state word has a GPU sector of its own;
+// 128-byte padding (as in package vq) would cost four times the metadata per
+// line for a word that, unlike a queue ticket, is shared only by users of one
+// line. Tags are opaque to the cache except for SetIndex; MakeTag builds the
+// namespace-qualified tags the store uses.
+package gpucache

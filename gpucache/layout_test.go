@@ -1,0 +1,98 @@
+package gpucache
+
+import (
+	"errors"
+	"testing"
+	"unsafe"
+)
+
+func TestLayoutGeometry(t *testing.T) {
+	for _, g := range []struct{ sets, ways uint32 }{{1, 1}, {1, 3}, {7, 5}, {64, 8}, {1000, 16}, {3, MaxWays}} {
+		n := uint64(g.sets) * uint64(g.ways)
+		arrays := []struct {
+			name      string
+			off, size uint64
+		}{
+			{"sets", SetsOffset(g.sets, g.ways), uint64(g.sets) * SetStride},
+			{"tags", TagsOffset(g.sets, g.ways), n * TagBytes},
+			{"wbtags", WriteBackTagsOffset(g.sets, g.ways), n * TagBytes},
+			{"ways", WaysOffset(g.sets, g.ways), n * WayStride},
+		}
+		end := uint64(0)
+		for _, a := range arrays {
+			if a.off%SectorBytes != 0 {
+				t.Errorf("%dx%d: %s at %d not sector aligned", g.sets, g.ways, a.name, a.off)
+			}
+			if a.off < end {
+				t.Errorf("%dx%d: %s at %d overlaps the previous array ending at %d", g.sets, g.ways, a.name, a.off, end)
+			}
+			end = a.off + a.size
+		}
+		if r := RegionBytes(g.sets, g.ways); r < end || r%SectorBytes != 0 {
+			t.Errorf("%dx%d: region %d bytes, arrays end at %d", g.sets, g.ways, r, end)
+		}
+	}
+	// Field offsets fit their records and do not overlap.
+	if SetHandOffset < SetLockOffset+4 || SetHandOffset+4 > SetStride {
+		t.Error("set record fields overlap or overflow")
+	}
+	if WayClockOffset < WayStateOffset+4 || WayStatusOffset < WayClockOffset+4 || WayStatusOffset+4 > WayStride {
+		t.Error("way record fields overlap or overflow")
+	}
+	if StateDirty|StateBusy|StateValid|StateRefMask != 0xFFFFFFFF || (StateDirty|StateBusy|StateValid)&StateRefMask != 0 {
+		t.Error("state bits and reference count do not partition the word")
+	}
+}
+
+func TestRegionAccessors(t *testing.T) {
+	r := newRegion(3, 5)
+	base := uintptr(r.base)
+	if base%SectorBytes != 0 {
+		t.Fatalf("region at %#x not aligned", base)
+	}
+	at := func(p unsafe.Pointer) uint64 { return uint64(uintptr(p) - base) }
+	if got := at(unsafe.Pointer(r.hand(2))); got != 2*SetStride+SetHandOffset {
+		t.Errorf("hand(2) at %d", got)
+	}
+	g := uintptr(2*5 + 4)
+	if got, want := at(unsafe.Pointer(r.tag(g))), TagsOffset(3, 5)+uint64(g)*TagBytes; got != want {
+		t.Errorf("tag(%d) at %d, want %d", g, got, want)
+	}
+	if got, want := at(unsafe.Pointer(r.state(g))), WaysOffset(3, 5)+uint64(g)*WayStride+WayStateOffset; got != want {
+		t.Errorf("state(%d) at %d, want %d", g, got, want)
+	}
+	if *r.tag(g) != TagEmpty || *r.wbTag(0) != TagEmpty || *r.state(g) != 0 {
+		t.Error("fresh region not initialised")
+	}
+	if uint64(len(r.bytes())) != RegionBytes(3, 5) {
+		t.Error("bytes() length")
+	}
+}
+
+func TestSetIndexAndTags(t *testing.T) {
+	const sets = 16
+	for line := range uint64(64) {
+		tag, err := MakeTag(2, line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, _ := MakeTag(2, line+1)
+		if (SetIndex(tag, sets)+1)%sets != SetIndex(next, sets) {
+			t.Fatalf("consecutive lines %d, %d not in consecutive sets", line, line+1)
+		}
+	}
+	a, _ := MakeTag(0, 5)
+	b, _ := MakeTag(1, 5)
+	if SetIndex(a, sets) == SetIndex(b, sets) {
+		t.Error("line 5 of namespaces 0 and 1 share a set")
+	}
+	if _, err := MakeTag(0, TagLineMask+1); !errors.Is(err, ErrInvalidTag) {
+		t.Errorf("oversized line: %v", err)
+	}
+	if _, err := MakeTag(0xFF, TagLineMask); !errors.Is(err, ErrInvalidTag) {
+		t.Errorf("empty tag: %v", err)
+	}
+	if err := Layout().Validate(); err != nil {
+		t.Error(err)
+	}
+}
