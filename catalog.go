@@ -348,6 +348,9 @@ func zeroRange(dev nvme.Namespace, off, n int64, lineSize uint64) error {
 // DeleteObject removes name from the catalog; its lines become free for
 // later objects. It returns once the update is durable.
 func (s *Store) DeleteObject(ctx context.Context, name string) error {
+	if err := s.evictObject(ctx, name); err != nil {
+		return &ObjectError{Op: "delete", Name: name, Err: err}
+	}
 	err := s.update(ctx, func(c *format.Catalog) error {
 		i := c.Find(name)
 		if i < 0 {

@@ -64,6 +64,11 @@ type Options struct {
 	// at a quarter of the machine's memory.
 	CacheBytes int64
 
+	// HostTierBytes, when positive, keeps up to that many bytes of clean
+	// lines in host memory below the line cache (CPU engine), for slow
+	// namespaces: O_DIRECT files, disks. Off by default.
+	HostTierBytes int64
+
 	// QueuePairs and QueueDepth size the I/O queues of the engine.
 	// QueueDepth must be a power of two. Defaults 8 and 256.
 	QueuePairs int
@@ -104,6 +109,8 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.CacheBytes < 0:
 		return o, invalidf("CacheBytes %d is negative", o.CacheBytes)
+	case o.HostTierBytes < 0:
+		return o, invalidf("HostTierBytes %d is negative", o.HostTierBytes)
 	case o.QueuePairs < 1 || o.QueuePairs > 1024:
 		return o, invalidf("QueuePairs %d: want 1..1024", o.QueuePairs)
 	case o.QueueDepth < 2 || o.QueueDepth > 65536 || o.QueueDepth&(o.QueueDepth-1) != 0:

@@ -56,6 +56,8 @@ type Store struct {
 	mu     sync.Mutex // serialises catalog updates and Close
 	cat    atomic.Pointer[format.Catalog]
 	closed atomic.Bool
+
+	data dataPath // the engine, started on first data access (object_io.go)
 }
 
 // Create makes a new store and returns it open. A directory store (dir set)
@@ -393,6 +395,9 @@ func Open(ctx context.Context, dir string, opts Options) (s *Store, err error) {
 // read here when zero), orders them by index, loads the catalog and returns
 // the open store. On error it leaves closing nss to the caller.
 func openVolume(ctx context.Context, dir string, nss []*namespace, lock *os.File, opts Options) (*Store, error) {
+	if err := checkEngine(opts); err != nil {
+		return nil, fmt.Errorf("bam: open: %w", err)
+	}
 	what := dir
 	if what == "" {
 		what = fmt.Sprintf("%d namespaces", len(nss))
@@ -639,7 +644,8 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	err := closeAll(s.ns)
+	err := s.closeEngine(context.Background())
+	err = errors.Join(err, closeAll(s.ns))
 	if s.lock != nil {
 		err = errors.Join(err, s.lock.Close())
 	}

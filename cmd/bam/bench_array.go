@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/bam-go/bam/array/arraybench"
+)
+
+func init() {
+	registerBench(&benchmark{
+		name:    "array",
+		summary: "H1: Array[T] on the CPU engine: all-hit gather vs a slice, gather 8x the cache, scan vs mmap, host tier",
+		run:     runBenchArray,
+	})
+}
+
+func runBenchArray(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench array")
+	jsonOut := fs.Bool("json", false, "print the result as JSON")
+	out := fs.String("out", "bench/results", "directory for the result file (empty: do not write)")
+	duration := fs.Duration("duration", 0, "measuring time per figure (default 1s)")
+	cache := fs.String("cache", "", "line cache size (default 16MiB)")
+	line := fs.String("line", "", "line size (default 4KiB)")
+	batch := fs.Int("batch", 0, "indices per Gather (default 4096)")
+	model := fs.String("model", "", "device model of the host-tier figure (default Samsung 980 PRO)")
+	rest, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("unexpected arguments %q", rest)
+	}
+	p := arraybench.Params{Duration: *duration, Batch: *batch, Model: *model}
+	if *cache != "" {
+		if p.CacheBytes, err = parseSizeFlag(*cache, "--cache"); err != nil {
+			return err
+		}
+	}
+	if *line != "" {
+		if p.LineSize, err = parseSizeInt(*line, "--line"); err != nil {
+			return err
+		}
+	}
+	res, err := arraybench.Run(ctx, p)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, string(b))
+	} else {
+		fmt.Fprintf(e.stdout, "%s on %s (%d cores), cache %v, line %v\n", res.Benchmark, res.Host.CPU, res.Host.Cores,
+			res.Params["cache_bytes"], res.Params["line_size"])
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "figure\tvalue\tunit\tbaseline\tratio\tgoal")
+		for _, f := range res.Figures {
+			fmt.Fprintf(tw, "%s\t%.4g\t%s\t%.4g\t%.3f\t%s\n", f.Name, f.Value, f.Unit, f.BaselineValue, f.Ratio, f.Goal)
+		}
+		tw.Flush()
+	}
+	if *out != "" {
+		path, err := res.WriteFile(*out)
+		if err != nil {
+			return err
+		}
+		if !*jsonOut {
+			fmt.Fprintln(e.stdout, "wrote", path)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,34 @@
+package cpuengine
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bam-go/bam/internal/engine"
+)
+
+// BenchmarkGatherAllHit: random 8-byte Gather, every line resident.
+func BenchmarkGatherAllHit(b *testing.B) {
+	ctx := context.Background()
+	const lines = 2048
+	r := newRig(b, 1, 4096, uint64(lines+8)*8, false, Config{CacheBytes: 2 * lines * 4096, Parallelism: 1})
+	o := object(1, 1, 4096, 8, lines*512, engine.Striped, 1)
+	warm := make([]byte, o.Bytes())
+	if err := r.e.ReadAt(ctx, o, warm, 0); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	idx := make([]uint64, 4096)
+	for i := range idx {
+		idx[i] = rng.Uint64N(o.Length)
+	}
+	dst := make([]byte, len(idx)*8)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := r.e.Gather(ctx, o, idx, dst); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(idx)), "ns/lookup")
+}
