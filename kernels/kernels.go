@@ -24,6 +24,7 @@ var (
 const (
 	FamilyBasic    = "basic"    // fill, gather, mapped host memory
 	FamilyMembench = "membench" // memory-path measurements
+	FamilyArray    = "array"    // arrays on storage through the GPU cache (internal/gpuengine)
 )
 
 // Kernel names, as exported by the PTX (extern "C").

@@ -1,0 +1,299 @@
+package gpuengine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/bam-go/bam/internal/cuda"
+)
+
+// StripeMember is one namespace of an array's stripe: line l of the array
+// lives on member l mod len(Stripe), at StartLine + l / len(Stripe) lines
+// from the namespace's start.
+type StripeMember struct {
+	Namespace int    // index into the engine's namespaces (NSID - 1)
+	StartLine uint64 // first line of the extent, in lines of the engine's line size
+}
+
+// ArraySpec places an array on the namespaces.
+type ArraySpec struct {
+	Name     string
+	ElemSize uint64 // 1, 2, 4, 8 or 16
+	Len      uint64
+	Stripe   []StripeMember
+}
+
+// Array is an array bound to the engine: a descriptor in device memory
+// that kernels take as a bam::array<T> argument.
+type Array struct {
+	e      *Engine
+	spec   ArraySpec
+	desc   *cuda.DeviceMem
+	stripe *cuda.DeviceMem
+}
+
+// Bind makes an array usable by kernels.
+func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
+	switch spec.ElemSize {
+	case 1, 2, 4, 8, 16:
+	default:
+		return nil, fmt.Errorf("%w: array %q: element size %d (the device library serves 1, 2, 4, 8 and 16 bytes)", ErrUnsupported, spec.Name, spec.ElemSize)
+	}
+	if spec.ElemSize > uint64(e.cfg.LineSize) {
+		return nil, fmt.Errorf("%w: array %q: element size %d exceeds the line size", ErrUnsupported, spec.Name, spec.ElemSize)
+	}
+	if len(spec.Stripe) == 0 {
+		return nil, fmt.Errorf("gpuengine: array %q: no stripe members", spec.Name)
+	}
+	for i, m := range spec.Stripe {
+		if m.Namespace < 0 || m.Namespace >= len(e.namespaces) {
+			return nil, fmt.Errorf("gpuengine: array %q: stripe member %d names namespace %d of %d", spec.Name, i, m.Namespace, len(e.namespaces))
+		}
+	}
+	a := &Array{e: e, spec: spec}
+	n := uint64(len(spec.Stripe))
+	var err error
+	if a.stripe, err = e.ctx.Alloc(16 * n); err != nil {
+		return nil, err
+	}
+	sb := make([]byte, 16*n)
+	for i, m := range spec.Stripe {
+		binary.LittleEndian.PutUint64(sb[8*i:], m.StartLine)
+		binary.LittleEndian.PutUint64(sb[8*(int(n)+i):], uint64(m.Namespace))
+	}
+	if err := a.stripe.Write(0, sb); err != nil {
+		a.free()
+		return nil, err
+	}
+	if a.desc, err = e.ctx.Alloc(ArrayDescBytes); err != nil {
+		a.free()
+		return nil, err
+	}
+	d := e.encodeDesc(spec.ElemSize, spec.Len, n, a.stripe.Ptr(), a.stripe.Ptr().Add(8*n))
+	if err := a.desc.Write(0, d); err != nil {
+		a.free()
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		a.free()
+		return nil, ErrClosed
+	}
+	e.arrays[a] = struct{}{}
+	return a, nil
+}
+
+// Desc is the kernel argument of a bam::array<T> parameter.
+func (a *Array) Desc() cuda.DevicePtr { return a.desc.Ptr() }
+
+// Arg is Desc as a launch argument.
+func (a *Array) Arg() cuda.Arg { return cuda.Ptr(a.desc.Ptr()) }
+
+// Spec returns the array's placement.
+func (a *Array) Spec() ArraySpec { return a.spec }
+
+// Unbind frees the array's descriptor.
+func (a *Array) Unbind() {
+	a.e.mu.Lock()
+	delete(a.e.arrays, a)
+	a.e.mu.Unlock()
+	a.free()
+}
+
+func (a *Array) free() {
+	if a.desc != nil {
+		a.desc.Free()
+	}
+	if a.stripe != nil {
+		a.stripe.Free()
+	}
+}
+
+func (a *Array) suffix() string { return fmt.Sprintf("e%d", a.spec.ElemSize) }
+
+func (a *Array) launchConfig(n uint64) cuda.LaunchConfig {
+	return cuda.Linear(n, 256, 132*16)
+}
+
+// Gather reads elements idx[i] into out[i*ElemSize:].
+func (a *Array) Gather(ctx context.Context, idx []uint64, out []byte) error {
+	es := a.spec.ElemSize
+	if uint64(len(out)) != uint64(len(idx))*es {
+		return fmt.Errorf("gpuengine: gather %q: out has %d bytes, want %d", a.spec.Name, len(out), uint64(len(idx))*es)
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	fn, err := a.e.function("bam_array_gather_" + a.suffix())
+	if err != nil {
+		return err
+	}
+	dIdx, err := a.e.upload(u64Bytes(idx))
+	if err != nil {
+		return err
+	}
+	defer dIdx.Free()
+	dOut, err := a.e.ctx.Alloc(uint64(len(out)))
+	if err != nil {
+		return err
+	}
+	defer dOut.Free()
+	n := uint64(len(idx))
+	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.Ptr(dIdx.Ptr()), cuda.U64(n), cuda.Ptr(dOut.Ptr())); err != nil {
+		return fmt.Errorf("array %q: %w", a.spec.Name, err)
+	}
+	return dOut.Read(0, out)
+}
+
+// Scatter writes vals[i*ElemSize:] to elements idx[i]. With repeated
+// indices the surviving value is one of theirs, unspecified which.
+func (a *Array) Scatter(ctx context.Context, idx []uint64, vals []byte) error {
+	es := a.spec.ElemSize
+	if uint64(len(vals)) != uint64(len(idx))*es {
+		return fmt.Errorf("gpuengine: scatter %q: vals has %d bytes, want %d", a.spec.Name, len(vals), uint64(len(idx))*es)
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	fn, err := a.e.function("bam_array_scatter_" + a.suffix())
+	if err != nil {
+		return err
+	}
+	dIdx, err := a.e.upload(u64Bytes(idx))
+	if err != nil {
+		return err
+	}
+	defer dIdx.Free()
+	dVals, err := a.e.upload(vals)
+	if err != nil {
+		return err
+	}
+	defer dVals.Free()
+	n := uint64(len(idx))
+	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.Ptr(dIdx.Ptr()), cuda.Ptr(dVals.Ptr()), cuda.U64(n)); err != nil {
+		return fmt.Errorf("array %q: %w", a.spec.Name, err)
+	}
+	return nil
+}
+
+// ReadRange reads len(out)/ElemSize elements from start.
+func (a *Array) ReadRange(ctx context.Context, start uint64, out []byte) error {
+	es := a.spec.ElemSize
+	if uint64(len(out))%es != 0 {
+		return fmt.Errorf("gpuengine: read range %q: %d bytes is not a whole number of %d-byte elements", a.spec.Name, len(out), es)
+	}
+	n := uint64(len(out)) / es
+	if n == 0 {
+		return nil
+	}
+	fn, err := a.e.function("bam_array_read_range_" + a.suffix())
+	if err != nil {
+		return err
+	}
+	dOut, err := a.e.ctx.Alloc(uint64(len(out)))
+	if err != nil {
+		return err
+	}
+	defer dOut.Free()
+	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(dOut.Ptr())); err != nil {
+		return fmt.Errorf("array %q: %w", a.spec.Name, err)
+	}
+	return dOut.Read(0, out)
+}
+
+// WriteRange writes len(in)/ElemSize elements from start.
+func (a *Array) WriteRange(ctx context.Context, start uint64, in []byte) error {
+	es := a.spec.ElemSize
+	if uint64(len(in))%es != 0 {
+		return fmt.Errorf("gpuengine: write range %q: %d bytes is not a whole number of %d-byte elements", a.spec.Name, len(in), es)
+	}
+	n := uint64(len(in)) / es
+	if n == 0 {
+		return nil
+	}
+	fn, err := a.e.function("bam_array_write_range_" + a.suffix())
+	if err != nil {
+		return err
+	}
+	dIn, err := a.e.upload(in)
+	if err != nil {
+		return err
+	}
+	defer dIn.Free()
+	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(dIn.Ptr())); err != nil {
+		return fmt.Errorf("array %q: %w", a.spec.Name, err)
+	}
+	return nil
+}
+
+// SumKind names the element type of a reduction.
+type SumKind string
+
+// Reductions the device library provides.
+const (
+	SumU32 SumKind = "u32"
+	SumU64 SumKind = "u64"
+	SumF32 SumKind = "f32"
+	SumF64 SumKind = "f64"
+)
+
+// Sum reduces elements [start, start+n) on the device. Integer sums wrap
+// mod 2^64 and come back in u; floating sums are accumulated in float64 and
+// come back in f.
+func (a *Array) Sum(ctx context.Context, kind SumKind, start, n uint64) (u uint64, f float64, err error) {
+	want := map[SumKind]uint64{SumU32: 4, SumU64: 8, SumF32: 4, SumF64: 8}[kind]
+	if want == 0 || want != a.spec.ElemSize {
+		return 0, 0, fmt.Errorf("%w: sum %s over %q with %d-byte elements", ErrUnsupported, kind, a.spec.Name, a.spec.ElemSize)
+	}
+	fn, err := a.e.function("bam_array_sum_" + string(kind))
+	if err != nil {
+		return 0, 0, err
+	}
+	out, err := a.e.ctx.Alloc(8)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer out.Free()
+	if err := out.Memset8(0); err != nil {
+		return 0, 0, err
+	}
+	if n > 0 {
+		if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(out.Ptr())); err != nil {
+			return 0, 0, fmt.Errorf("array %q: %w", a.spec.Name, err)
+		}
+	}
+	b := make([]byte, 8)
+	if err := out.Read(0, b); err != nil {
+		return 0, 0, err
+	}
+	v := binary.LittleEndian.Uint64(b)
+	if kind == SumF32 || kind == SumF64 {
+		return 0, math.Float64frombits(v), nil
+	}
+	return v, 0, nil
+}
+
+func (e *Engine) upload(b []byte) (*cuda.DeviceMem, error) {
+	m, err := e.ctx.Alloc(uint64(max(len(b), 1)))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 0 {
+		if err := m.Write(0, b); err != nil {
+			m.Free()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func u64Bytes(s []uint64) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*8)
+}

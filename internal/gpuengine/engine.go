@@ -1,0 +1,544 @@
+package gpuengine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/bam-go/bam/gpucache"
+	"github.com/bam-go/bam/internal/cuda"
+	"github.com/bam-go/bam/kernels"
+	"github.com/bam-go/bam/nvme"
+)
+
+// Config sizes the engine. The zero value of every field takes the default
+// named in its comment.
+type Config struct {
+	// Device is the CUDA device ordinal. Default 0.
+	Device int
+	// LineSize is the cache line size in bytes: a power of two from 512 to
+	// 64 KiB, at least the namespaces' LBA size. Default 4096.
+	LineSize int
+	// CacheBytes is the size of the line data in GPU memory. Default
+	// 256 MiB. Rounded down to whole sets.
+	CacheBytes uint64
+	// Ways is the associativity K. Default 8.
+	Ways int
+	// QueuePairs is the number of NVMe queue pairs. Default 16.
+	QueuePairs int
+	// QueueDepth is the entries per queue (a power of two). Default 1024.
+	QueueDepth int
+	// Timeout bounds every wait of a kernel thread (a completion, a fill by
+	// another thread, a set lock). Default 5s.
+	Timeout time.Duration
+	// RoundRobin selects BaM's round-robin victim choice instead of clock.
+	RoundRobin bool
+	// TargetWorkers is the number of host threads serving the queues.
+	// Default min(GOMAXPROCS, QueuePairs).
+	TargetWorkers int
+	// Faults, when set, is consulted by the Target for every command (tests).
+	Faults nvme.FaultHook
+	// Logger receives engine events. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() error {
+	if c.LineSize == 0 {
+		c.LineSize = 4096
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.Ways == 0 {
+		c.Ways = 8
+	}
+	if c.QueuePairs == 0 {
+		c.QueuePairs = 16
+	}
+	if c.QueueDepth == 0 {
+		c.QueueDepth = 1024
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.TargetWorkers == 0 {
+		c.TargetWorkers = min(runtime.GOMAXPROCS(0), c.QueuePairs)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.LineSize < gpucache.MinLineSize || c.LineSize > gpucache.MaxLineSize || c.LineSize&(c.LineSize-1) != 0:
+		return fmt.Errorf("gpuengine: line size %d: want a power of two from %d to %d", c.LineSize, gpucache.MinLineSize, gpucache.MaxLineSize)
+	case c.Ways < 1 || c.Ways > gpucache.MaxWays:
+		return fmt.Errorf("gpuengine: %d ways: want 1 to %d", c.Ways, gpucache.MaxWays)
+	case c.CacheBytes < uint64(c.LineSize*c.Ways):
+		return fmt.Errorf("gpuengine: cache of %d bytes holds less than one set of %d ways of %d bytes", c.CacheBytes, c.Ways, c.LineSize)
+	case c.QueuePairs < 1 || c.QueuePairs > 1024:
+		return fmt.Errorf("gpuengine: %d queue pairs: want 1 to 1024", c.QueuePairs)
+	case c.QueueDepth < 2 || c.QueueDepth > 4096 || c.QueueDepth&(c.QueueDepth-1) != 0:
+		return fmt.Errorf("gpuengine: queue depth %d: want a power of two from 2 to 4096", c.QueueDepth)
+	}
+	return nil
+}
+
+// Engine is the GPU engine of one device. Launches are serialised (each
+// owns the error record while it runs); copies and binds may run at any time.
+type Engine struct {
+	cfg       Config
+	ctx       *cuda.Context
+	mod       *cuda.Module
+	stream    *cuda.Stream
+	sets      uint64
+	lineShift uint
+	lbaShift  uint
+
+	meta, data    *cuda.DeviceMem
+	errRec, stats *cuda.DeviceMem
+	queueDescs    *cuda.DeviceMem
+	cacheDesc     *cuda.DeviceMem // array descriptor with only the cache and queue fields, for write-back
+	queues        []*queuePair
+
+	dma        *nvme.DMASpace
+	target     *nvme.Target
+	namespaces []nvme.Namespace
+
+	launchMu sync.Mutex
+	mu       sync.Mutex
+	closed   bool
+	fns      map[string]*cuda.Function
+	arrays   map[*Array]struct{}
+}
+
+// New starts a GPU engine over the namespaces (NSID i+1 is namespaces[i]).
+// All namespaces must share one LBA size. The engine does not close them.
+func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if len(namespaces) == 0 || len(namespaces) > 255 {
+		return nil, fmt.Errorf("gpuengine: %d namespaces: want 1 to 255", len(namespaces))
+	}
+	lba := namespaces[0].LBASize()
+	for i, ns := range namespaces {
+		if ns.LBASize() != lba {
+			return nil, fmt.Errorf("gpuengine: namespace %d has %d-byte LBAs, namespace 0 has %d", i, ns.LBASize(), lba)
+		}
+	}
+	if cfg.LineSize < lba {
+		return nil, fmt.Errorf("gpuengine: line size %d is smaller than the LBA size %d", cfg.LineSize, lba)
+	}
+	if err := cuda.Open(); err != nil {
+		return nil, err
+	}
+	cctx, err := cuda.Primary(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:        cfg,
+		ctx:        cctx,
+		lineShift:  uint(bits.TrailingZeros(uint(cfg.LineSize))),
+		lbaShift:   uint(bits.TrailingZeros(uint(cfg.LineSize / lba))),
+		namespaces: namespaces,
+		fns:        map[string]*cuda.Function{},
+		arrays:     map[*Array]struct{}{},
+	}
+	e.sets = cfg.CacheBytes / uint64(cfg.LineSize) / uint64(cfg.Ways)
+	if err := e.init(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) init() error {
+	ptx, err := kernels.PTX(kernels.FamilyArray)
+	if err != nil {
+		return err
+	}
+	if e.mod, err = e.ctx.LoadPTX(ptx); err != nil {
+		return fmt.Errorf("gpuengine: load array kernels: %w", err)
+	}
+	if e.stream, err = e.ctx.NewStream(); err != nil {
+		return err
+	}
+	// Cache: line data and metadata (zero, tags TagEmpty).
+	K := uint32(e.cfg.Ways)
+	N := uint32(e.sets)
+	if e.data, err = e.ctx.Alloc(e.sets * uint64(K) << e.lineShift); err != nil {
+		return fmt.Errorf("gpuengine: cache lines: %w", err)
+	}
+	if e.meta, err = e.ctx.Alloc(gpucache.RegionBytes(N, K)); err != nil {
+		return fmt.Errorf("gpuengine: cache metadata: %w", err)
+	}
+	if err := e.resetCache(); err != nil {
+		return err
+	}
+	if e.errRec, err = e.ctx.Alloc(ErrorRecordBytes); err != nil {
+		return err
+	}
+	if e.stats, err = e.ctx.Alloc(StatsSlots * StatsCounters * 8); err != nil {
+		return err
+	}
+	if err := e.stats.Memset8(0); err != nil {
+		return err
+	}
+	// Queues and the Target that serves them.
+	e.dma = nvme.NewDMASpace()
+	if e.target, err = nvme.NewTarget(nvme.TargetConfig{
+		Workers:     e.cfg.TargetWorkers,
+		Executors:   max(64, e.cfg.QueuePairs*e.cfg.QueueDepth/4),
+		MaxTransfer: max(e.cfg.LineSize, 1<<20),
+		Spin:        2 * time.Millisecond,
+		IdlePoll:    200 * time.Microsecond,
+		Faults:      e.cfg.Faults,
+		Logger:      e.cfg.Logger,
+	}, e.dma); err != nil {
+		return err
+	}
+	for i, ns := range e.namespaces {
+		if err := e.target.AddNamespace(uint32(i+1), ns); err != nil {
+			return err
+		}
+	}
+	descs := make([]byte, e.cfg.QueuePairs*QueueDescBytes)
+	for i := 0; i < e.cfg.QueuePairs; i++ {
+		q, err := newQueuePair(e, uint16(i+1))
+		if err != nil {
+			return err
+		}
+		e.queues = append(e.queues, q)
+		q.encode(descs[i*QueueDescBytes:])
+		if err := e.target.AddQueuePair(q.mem); err != nil {
+			return err
+		}
+	}
+	if e.queueDescs, err = e.ctx.Alloc(uint64(len(descs))); err != nil {
+		return err
+	}
+	if err := e.queueDescs.Write(0, descs); err != nil {
+		return err
+	}
+	if err := e.target.Start(context.Background()); err != nil {
+		return err
+	}
+	// The cache-only descriptor used by write-back.
+	if e.cacheDesc, err = e.ctx.Alloc(ArrayDescBytes); err != nil {
+		return err
+	}
+	return e.cacheDesc.Write(0, e.encodeDesc(1, 1, 0, 0, 0))
+}
+
+// resetCache empties the cache: all metadata zero, both tag arrays TagEmpty.
+func (e *Engine) resetCache() error {
+	K := uint32(e.cfg.Ways)
+	N := uint32(e.sets)
+	if err := e.meta.Memset8(0); err != nil {
+		return err
+	}
+	from := e.meta.Ptr().Add(gpucache.TagsOffset(N, K))
+	n := gpucache.WaysOffset(N, K) - gpucache.TagsOffset(N, K)
+	return e.ctx.MemsetD8(from, 0xFF, n)
+}
+
+// encodeDesc builds an array descriptor (see layout.go) for an array whose
+// stripe arrays are at stripeStart/stripeIndex.
+func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripeIndex cuda.DevicePtr) []byte {
+	b := make([]byte, ArrayDescBytes)
+	put := func(off int, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }
+	K := uint32(e.cfg.Ways)
+	N := uint32(e.sets)
+	put(ArrayCacheMetaOffset, uint64(e.meta.Ptr()))
+	put(ArrayCacheDataOffset, uint64(e.data.Ptr()))
+	put(ArraySetsOffset, e.sets)
+	put(ArrayWaysOffset, uint64(K))
+	put(ArrayLineShiftOffset, uint64(e.lineShift))
+	put(ArrayTagsOffset, gpucache.TagsOffset(N, K))
+	put(ArrayWBTagsOffset, gpucache.WriteBackTagsOffset(N, K))
+	put(ArrayWaysRecOffset, gpucache.WaysOffset(N, K))
+	put(ArrayQueuesOffset, uint64(e.queueDescs.Ptr()))
+	put(ArrayNQueuesOffset, uint64(len(e.queues)))
+	put(ArrayErrorOffset, uint64(e.errRec.Ptr()))
+	put(ArrayTimeoutOffset, uint64(e.cfg.Timeout.Nanoseconds()))
+	put(ArrayNNSOffset, nns)
+	put(ArrayNSStartOffset, uint64(stripeStart))
+	put(ArrayNSIndexOffset, uint64(stripeIndex))
+	put(ArrayLBAShiftOffset, uint64(e.lbaShift))
+	put(ArrayElemCountOffset, elemCount)
+	put(ArrayElemSizeOffset, elemSize)
+	put(ArrayStatsOffset, uint64(e.stats.Ptr()))
+	policy := uint64(PolicyClock)
+	if e.cfg.RoundRobin {
+		policy = PolicyRoundRobin
+	}
+	put(ArrayPolicyOffset, policy)
+	return b
+}
+
+// Context returns the CUDA context the engine runs in.
+func (e *Engine) Context() *cuda.Context { return e.ctx }
+
+// Config returns the engine's configuration with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Sets returns the number of cache sets.
+func (e *Engine) Sets() uint64 { return e.sets }
+
+// Module returns the loaded module of a kernel family other than "array"
+// (the engine's own), loading it on first use.
+func (e *Engine) Module(family string) (*cuda.Module, error) {
+	ptx, err := kernels.PTX(family)
+	if err != nil {
+		return nil, err
+	}
+	return e.ctx.LoadPTX(ptx)
+}
+
+func (e *Engine) function(name string) (*cuda.Function, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if f, ok := e.fns[name]; ok {
+		return f, nil
+	}
+	f, err := e.mod.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	e.fns[name] = f
+	return f, nil
+}
+
+// Launch runs a kernel that uses arrays bound to this engine on the engine's
+// stream, waits for it (bounded by ctx and by a multiple of the device
+// timeout, since every device wait is bounded), and returns the first
+// failure the kernel recorded as a *DeviceError. After a timeout the queue
+// pairs are reset.
+func (e *Engine) Launch(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if err := e.stream.MemsetD8(e.errRec.Ptr(), 0, ErrorRecordBytes); err != nil {
+		return err
+	}
+	for _, q := range e.queues {
+		e.target.Kick(q.id)
+	}
+	cfg.Stream = e.stream
+	if err := fn.Launch(cfg, args...); err != nil {
+		return fmt.Errorf("gpuengine: launch %s: %w", fn.Name(), err)
+	}
+	bound := 4*e.cfg.Timeout + 30*time.Second
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	if err := e.stream.Wait(wctx); err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("gpuengine: %s did not finish within %v although every device wait is bounded by %v: %w", fn.Name(), bound, e.cfg.Timeout, err)
+		}
+		return fmt.Errorf("gpuengine: %s: %w", fn.Name(), err)
+	}
+	rec := make([]byte, ErrorRecordBytes)
+	if err := e.errRec.Read(0, rec); err != nil {
+		return err
+	}
+	de := decodeError(rec)
+	if de == nil {
+		return nil
+	}
+	de.Kernel = fn.Name()
+	if de.Code == ErrCodeTimeout || (de.Code == ErrCodeStatus && de.Status&0x8000 != 0) {
+		if err := e.resetQueues(ctx); err != nil {
+			return errors.Join(de, fmt.Errorf("gpuengine: reset queues after timeout: %w", err))
+		}
+	}
+	return de
+}
+
+func decodeError(rec []byte) *DeviceError {
+	le := binary.LittleEndian
+	code := le.Uint32(rec[ErrorCodeOffset:])
+	count := le.Uint32(rec[ErrorCountOffset:])
+	if code == ErrCodeNone && count == 0 {
+		return nil
+	}
+	return &DeviceError{
+		Code:   code,
+		Status: nvme.Status(le.Uint32(rec[ErrorStatusOffset:])),
+		Index:  le.Uint64(rec[ErrorIndexOffset:]),
+		LBA:    le.Uint64(rec[ErrorLBAOffset:]),
+		NSID:   uint32(le.Uint64(rec[ErrorNSIDOffset:])),
+		Count:  count,
+	}
+}
+
+// resetQueues takes every queue pair away from the Target, zeroes its rings
+// and metadata and hands it back: what a controller reset does, after
+// commands were abandoned by timed-out threads.
+func (e *Engine) resetQueues(ctx context.Context) error {
+	for _, q := range e.queues {
+		rctx, cancel := context.WithTimeout(ctx, 2*e.cfg.Timeout+time.Second)
+		err := e.target.RemoveQueuePair(rctx, q.id)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if err := q.reset(); err != nil {
+			return err
+		}
+		if err := e.target.AddQueuePair(q.mem); err != nil {
+			return err
+		}
+	}
+	e.cfg.Logger.Warn("gpuengine: queue pairs reset after a timeout", "queues", len(e.queues))
+	return nil
+}
+
+// Flush writes every dirty line back (a kernel, one thread per way) and then
+// flushes every namespace: on return, every write made before the call is
+// durable (DESIGN.md §7).
+func (e *Engine) Flush(ctx context.Context) error {
+	fn, err := e.function("bam_cache_write_back")
+	if err != nil {
+		return err
+	}
+	ways := e.sets * uint64(e.cfg.Ways)
+	if err := e.Launch(ctx, fn, cuda.Linear(ways, 256, 4096), cuda.Ptr(e.cacheDesc.Ptr())); err != nil {
+		return fmt.Errorf("gpuengine: flush: %w", err)
+	}
+	for i, ns := range e.namespaces {
+		if err := ns.Flush(); err != nil {
+			return fmt.Errorf("gpuengine: flush namespace %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// DirtyLines counts the cache's VALID and DIRTY lines.
+func (e *Engine) DirtyLines(ctx context.Context) (uint64, error) {
+	fn, err := e.function("bam_cache_dirty_count")
+	if err != nil {
+		return 0, err
+	}
+	out, err := e.ctx.Alloc(8)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Free()
+	if err := out.Memset8(0); err != nil {
+		return 0, err
+	}
+	ways := e.sets * uint64(e.cfg.Ways)
+	if err := e.Launch(ctx, fn, cuda.Linear(ways, 256, 4096), cuda.Ptr(e.cacheDesc.Ptr()), cuda.Ptr(out.Ptr())); err != nil {
+		return 0, err
+	}
+	b := make([]byte, 8)
+	if err := out.Read(0, b); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// Invalidate writes dirty lines back and empties the cache (a cold start for
+// benchmarks).
+func (e *Engine) Invalidate(ctx context.Context) error {
+	if err := e.Flush(ctx); err != nil {
+		return err
+	}
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	if err := e.stream.Synchronize(); err != nil {
+		return err
+	}
+	return e.resetCache()
+}
+
+// Stats are the device counters summed over multiprocessors.
+type Stats struct {
+	Misses     uint64 // acquires that found no valid line
+	Fills      uint64 // lines read from storage
+	WriteBacks uint64 // lines written to storage
+	Commands   uint64 // NVMe commands submitted
+	Retries    uint64 // acquires restarted after a tag changed under them
+	LineSize   int
+	Target     nvme.TargetStats
+}
+
+// Stats reads the device counters.
+func (e *Engine) Stats() (Stats, error) {
+	b := make([]byte, StatsSlots*StatsCounters*8)
+	if err := e.stats.Read(0, b); err != nil {
+		return Stats{}, err
+	}
+	var sum [StatsCounters]uint64
+	for s := 0; s < StatsSlots; s++ {
+		for c := 0; c < StatsCounters; c++ {
+			sum[c] += binary.LittleEndian.Uint64(b[(s*StatsCounters+c)*8:])
+		}
+	}
+	return Stats{
+		Misses: sum[StatMisses], Fills: sum[StatFills], WriteBacks: sum[StatWriteBacks],
+		Commands: sum[StatCommands], Retries: sum[StatRetries], LineSize: e.cfg.LineSize,
+		Target: e.target.Stats(),
+	}, nil
+}
+
+// SetFaultHook replaces the Target's fault hook (tests).
+func (e *Engine) SetFaultHook(h nvme.FaultHook) { e.target.SetFaultHook(h) }
+
+// Close stops the Target and frees device and pinned memory. Bound arrays
+// become unusable.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	arrays := e.arrays
+	e.arrays = nil
+	e.mu.Unlock()
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	var errs []error
+	if e.stream != nil {
+		errs = append(errs, e.stream.Synchronize())
+	}
+	if e.target != nil {
+		errs = append(errs, e.target.Close())
+	}
+	for a := range arrays {
+		a.free()
+	}
+	for _, q := range e.queues {
+		errs = append(errs, q.free())
+	}
+	for _, m := range []*cuda.DeviceMem{e.meta, e.data, e.errRec, e.stats, e.queueDescs, e.cacheDesc} {
+		if m != nil {
+			errs = append(errs, m.Free())
+		}
+	}
+	if e.mod != nil {
+		errs = append(errs, e.mod.Unload())
+	}
+	if e.stream != nil {
+		errs = append(errs, e.stream.Destroy())
+	}
+	if e.ctx != nil {
+		errs = append(errs, e.ctx.Close())
+	}
+	return errors.Join(errs...)
+}

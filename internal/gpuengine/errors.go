@@ -1,0 +1,68 @@
+package gpuengine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bam-go/bam/gpucache"
+	"github.com/bam-go/bam/nvme"
+	"github.com/bam-go/bam/vq"
+)
+
+var (
+	// ErrOutOfRange is matched by the error of a launch in which a kernel
+	// accessed an element index at or past the array's length.
+	ErrOutOfRange = errors.New("gpuengine: element index out of range")
+	// ErrUnsupported is returned for arrays the device library cannot
+	// serve (an element size other than 1, 2, 4, 8 or 16 bytes).
+	ErrUnsupported = errors.New("gpuengine: unsupported")
+	// ErrClosed is returned by calls on a closed engine.
+	ErrClosed = errors.New("gpuengine: engine closed")
+)
+
+// DeviceError is the first failure a kernel recorded during a launch.
+type DeviceError struct {
+	Code   uint32      // one of the ErrCode* constants
+	Status nvme.Status // for ErrCodeStatus
+	Index  uint64      // element index (or way, for write-backs)
+	LBA    uint64
+	NSID   uint32
+	Count  uint32 // failures recorded in the launch
+	Kernel string
+}
+
+func (e *DeviceError) Error() string {
+	more := ""
+	if e.Count > 1 {
+		more = fmt.Sprintf(" (and %d more failures)", e.Count-1)
+	}
+	switch e.Code {
+	case ErrCodeStatus:
+		return fmt.Sprintf("gpuengine: %s: element %d: NVMe command on nsid %d lba %d failed: %v%s", e.Kernel, e.Index, e.NSID, e.LBA, e.Status, more)
+	case ErrCodeTimeout:
+		return fmt.Sprintf("gpuengine: %s: element %d: wait timed out (nsid %d lba %d)%s", e.Kernel, e.Index, e.NSID, e.LBA, more)
+	case ErrCodeOutOfRange:
+		return fmt.Sprintf("gpuengine: %s: element index %d out of range%s", e.Kernel, e.Index, more)
+	case ErrCodeCacheTooSmall:
+		return fmt.Sprintf("gpuengine: %s: element %d: every way of its set stayed referenced: cache too small for the number of live references%s", e.Kernel, e.Index, more)
+	}
+	return fmt.Sprintf("gpuengine: %s: device error code %d%s", e.Kernel, e.Code, more)
+}
+
+// Unwrap lets errors.Is match the failure's sentinel.
+func (e *DeviceError) Unwrap() error {
+	switch e.Code {
+	case ErrCodeStatus:
+		if e.Status&0x8000 != 0 {
+			return vq.ErrTimeout
+		}
+		return &nvme.StatusError{Status: e.Status, NSID: e.NSID, SLBA: e.LBA}
+	case ErrCodeTimeout:
+		return vq.ErrTimeout
+	case ErrCodeOutOfRange:
+		return ErrOutOfRange
+	case ErrCodeCacheTooSmall:
+		return gpucache.ErrCacheTooSmall
+	}
+	return nil
+}

@@ -1,0 +1,351 @@
+package gpuengine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bam-go/bam/gpucache"
+	"github.com/bam-go/bam/internal/cuda/cudatest"
+	"github.com/bam-go/bam/kernels"
+	"github.com/bam-go/bam/nvme"
+	"github.com/bam-go/bam/vq"
+)
+
+// rig is an engine over memory namespaces holding one u64 array striped
+// over all of them, filled with kernels.Pattern64(seed, i).
+type rig struct {
+	e     *Engine
+	ns    []*nvme.MemoryNamespace
+	arr   *Array
+	n     uint64
+	lines uint64
+}
+
+func newRig(t *testing.T, cfg Config, nns int, elems uint64, seed uint64) *rig {
+	t.Helper()
+	cudatest.Device(t)
+	if cfg.LineSize == 0 {
+		cfg.LineSize = 4096
+	}
+	per := uint64(cfg.LineSize / 8)
+	lines := (elems + per - 1) / per
+	linesPerNS := (lines + uint64(nns) - 1) / uint64(nns)
+	r := &rig{n: elems, lines: lines}
+	var nss []nvme.Namespace
+	for i := 0; i < nns; i++ {
+		lba := min(4096, cfg.LineSize)
+		ns, err := nvme.NewMemoryNamespace(lba, (linesPerNS+1)*uint64(cfg.LineSize)/uint64(lba)+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ns = append(r.ns, ns)
+		nss = append(nss, ns)
+	}
+	// element i: line l = i/per on member l%nns at line 1 + l/nns (line 0 left unused)
+	for i := uint64(0); i < elems; i++ {
+		off := r.offset(i, uint64(cfg.LineSize), nns)
+		binary.LittleEndian.PutUint64(r.ns[r.member(i, uint64(cfg.LineSize), nns)].Bytes()[off:], kernels.Pattern64(seed, i))
+	}
+	e, err := New(cfg, nss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	stripe := make([]StripeMember, nns)
+	for m := range stripe {
+		stripe[m] = StripeMember{Namespace: m, StartLine: 1}
+	}
+	r.e = e
+	if r.arr, err = e.Bind(ArraySpec{Name: "test", ElemSize: 8, Len: elems, Stripe: stripe}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rig) member(i, lineSize uint64, nns int) int { return int((i / (lineSize / 8)) % uint64(nns)) }
+
+func (r *rig) offset(i, lineSize uint64, nns int) uint64 {
+	per := lineSize / 8
+	l := i / per
+	return (1+l/uint64(nns))*lineSize + (i%per)*8
+}
+
+func (r *rig) stored(i uint64) uint64 {
+	ls := uint64(r.e.cfg.LineSize)
+	nns := len(r.ns)
+	return binary.LittleEndian.Uint64(r.ns[r.member(i, ls, nns)].Bytes()[r.offset(i, ls, nns):])
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestGPUGatherSmallCache(t *testing.T) {
+	// 32 MiB of data through a 1 MiB cache: constant eviction.
+	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 8, QueueDepth: 256, Timeout: 10 * time.Second}, 2, 4<<20, 7)
+	ctx := ctxT(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	idx := make([]uint64, 1<<20)
+	for i := range idx {
+		idx[i] = rng.Uint64N(r.n)
+	}
+	out := make([]byte, len(idx)*8)
+	for round := 0; round < 2; round++ {
+		if err := r.arr.Gather(ctx, idx, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, j := range idx {
+			if got, want := binary.LittleEndian.Uint64(out[i*8:]), kernels.Pattern64(7, j); got != want {
+				t.Fatalf("round %d: gather[%d] = element %d = %#x, want %#x", round, i, j, got, want)
+			}
+		}
+	}
+	st, err := r.e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats: %+v", st)
+	if st.Fills == 0 || st.Commands < st.Fills {
+		t.Errorf("stats show no fills: %+v", st)
+	}
+	// Sequential range and a reduction.
+	buf := make([]byte, r.n*8)
+	if err := r.arr.ReadRange(ctx, 0, buf); err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for i := uint64(0); i < r.n; i++ {
+		v := binary.LittleEndian.Uint64(buf[i*8:])
+		if want := kernels.Pattern64(7, i); v != want {
+			t.Fatalf("range[%d] = %#x, want %#x", i, v, want)
+		}
+		sum += v
+	}
+	got, _, err := r.arr.Sum(ctx, SumU64, 0, r.n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != sum {
+		t.Fatalf("sum = %#x, want %#x", got, sum)
+	}
+}
+
+func TestGPUScatterFlush(t *testing.T) {
+	for _, lineSize := range []int{512, 4096, 16384} {
+		// 64 lines of 2 ways: far smaller than the data, so every round evicts.
+		r := newRig(t, Config{LineSize: lineSize, CacheBytes: 64 * uint64(lineSize), Ways: 2, QueuePairs: 4, QueueDepth: 64, Timeout: 10 * time.Second}, 3, 1<<20, 9)
+		ctx := ctxT(t)
+		oracle := make([]uint64, r.n)
+		for i := range oracle {
+			oracle[i] = kernels.Pattern64(9, uint64(i))
+		}
+		rng := rand.New(rand.NewPCG(3, uint64(lineSize)))
+		for round := 0; round < 3; round++ {
+			// distinct indices, many sharing lines: concurrent writers of one line
+			perm := rng.Perm(int(r.n))[:200000]
+			idx := make([]uint64, len(perm))
+			vals := make([]byte, len(perm)*8)
+			for k, p := range perm {
+				idx[k] = uint64(p)
+				v := rng.Uint64() | 1
+				oracle[p] = v
+				binary.LittleEndian.PutUint64(vals[k*8:], v)
+			}
+			if err := r.arr.Scatter(ctx, idx, vals); err != nil {
+				t.Fatalf("line %d round %d: %v", lineSize, round, err)
+			}
+			// read back through the cache
+			out := make([]byte, len(idx)*8)
+			if err := r.arr.Gather(ctx, idx, out); err != nil {
+				t.Fatal(err)
+			}
+			for k, j := range idx {
+				if got := binary.LittleEndian.Uint64(out[k*8:]); got != oracle[j] {
+					t.Fatalf("line %d round %d: element %d = %#x, want %#x", lineSize, round, j, got, oracle[j])
+				}
+			}
+		}
+		if err := r.e.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		dirty, err := r.e.DirtyLines(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dirty != 0 {
+			t.Errorf("line %d: %d dirty lines after Flush", lineSize, dirty)
+		}
+		for i := uint64(0); i < r.n; i++ {
+			if got := r.stored(i); got != oracle[i] {
+				t.Fatalf("line %d: after Flush, storage element %d = %#x, want %#x", lineSize, i, got, oracle[i])
+			}
+		}
+	}
+}
+
+func TestGPUOutOfRange(t *testing.T) {
+	r := newRig(t, Config{CacheBytes: 1 << 20}, 1, 1000, 1)
+	ctx := ctxT(t)
+	out := make([]byte, 16)
+	err := r.arr.Gather(ctx, []uint64{5, 1000}, out)
+	if !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("gather past the end: %v, want ErrOutOfRange", err)
+	}
+	var de *DeviceError
+	if !errors.As(err, &de) || de.Index != 1000 {
+		t.Fatalf("error %v does not name index 1000", err)
+	}
+	if err := r.arr.Gather(ctx, []uint64{5, 999}, out); err != nil {
+		t.Fatalf("gather after an out-of-range launch: %v", err)
+	}
+}
+
+func TestGPUFaults(t *testing.T) {
+	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: 500 * time.Millisecond}, 1, 1<<18, 5)
+	ctx := ctxT(t)
+	idx := make([]uint64, 4096)
+	for i := range idx {
+		idx[i] = uint64(i) * 61 % r.n
+	}
+	out := make([]byte, len(idx)*8)
+	check := func(what string) {
+		t.Helper()
+		if err := r.arr.Gather(ctx, idx, out); err != nil {
+			t.Fatalf("%s: engine not usable afterwards: %v", what, err)
+		}
+		for i, j := range idx {
+			if got := binary.LittleEndian.Uint64(out[i*8:]); got != kernels.Pattern64(5, j) {
+				t.Fatalf("%s: element %d wrong after recovery", what, j)
+			}
+		}
+	}
+
+	// A failing status reaches Go as the NVMe status.
+	var fired atomic.Int64
+	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+		if c.Opcode == nvme.OpRead && fired.Add(1) == 10 {
+			return nvme.Fault{Kind: nvme.FaultFail, Status: nvme.StatusUnrecoveredRead}
+		}
+		return nvme.Fault{}
+	})
+	err := r.arr.Gather(ctx, idx, out)
+	if !errors.Is(err, nvme.ErrUnrecoveredRead) {
+		t.Fatalf("injected read error: got %v, want nvme.ErrUnrecoveredRead", err)
+	}
+	t.Logf("status error: %v", err)
+	r.e.SetFaultHook(nil)
+	check("failed status")
+
+	// A dropped command becomes a timeout within the bound.
+	fired.Store(0)
+	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+		if c.Opcode == nvme.OpRead && fired.Add(1) == 3 {
+			return nvme.Fault{Kind: nvme.FaultDrop}
+		}
+		return nvme.Fault{}
+	})
+	if err := r.e.Invalidate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = r.arr.Gather(ctx, idx, out)
+	took := time.Since(start)
+	if !errors.Is(err, vq.ErrTimeout) {
+		t.Fatalf("dropped command: got %v, want vq.ErrTimeout", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("dropped command took %v to report, bound 500ms per wait", took)
+	}
+	t.Logf("drop: %v after %v", err, took)
+	r.e.SetFaultHook(nil)
+	check("dropped command")
+
+	// A stalled namespace (every read delayed past the bound) times out too.
+	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+		if c.Opcode == nvme.OpRead {
+			return nvme.Fault{Delay: 2 * time.Second}
+		}
+		return nvme.Fault{}
+	})
+	if err := r.e.Invalidate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	err = r.arr.Gather(ctx, idx, out)
+	if !errors.Is(err, vq.ErrTimeout) {
+		t.Fatalf("stalled namespace: got %v, want vq.ErrTimeout", err)
+	}
+	t.Logf("stall: %v after %v", err, time.Since(start))
+	r.e.SetFaultHook(nil)
+	check("stalled namespace")
+}
+
+func TestGPUCacheTooSmall(t *testing.T) {
+	// One set of one way, but the engine must still serve a whole warp
+	// touching many lines (each group holds its line only briefly).
+	r := newRig(t, Config{CacheBytes: 4096, Ways: 1, QueuePairs: 2, QueueDepth: 16, Timeout: 5 * time.Second}, 1, 1<<14, 3)
+	ctx := ctxT(t)
+	idx := make([]uint64, 2048)
+	for i := range idx {
+		idx[i] = uint64(i*37) % r.n
+	}
+	out := make([]byte, len(idx)*8)
+	err := r.arr.Gather(ctx, idx, out)
+	if err != nil && !errors.Is(err, gpucache.ErrCacheTooSmall) {
+		t.Fatalf("tiny cache: %v", err)
+	}
+	if err == nil {
+		for i, j := range idx {
+			if got := binary.LittleEndian.Uint64(out[i*8:]); got != kernels.Pattern64(3, j) {
+				t.Fatalf("tiny cache: element %d wrong", j)
+			}
+		}
+	}
+}
+
+func TestGPUTinyQueue(t *testing.T) {
+	for _, depth := range []int{2, 4, 64} {
+		r := newRig(t, Config{CacheBytes: 64 << 10, Ways: 2, QueuePairs: 1, QueueDepth: depth, Timeout: 5 * time.Second}, 1, 1<<16, 11)
+		ctx := ctxT(t)
+		// Every command the device builds must name whole, mapped pages.
+		var bad atomic.Int64
+		r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+			segs, st := nvme.WalkPRP(r.e.dma, c.PRP1, c.PRP2, int(c.Blocks())*4096, 4096)
+			for _, sg := range segs {
+				if _, ok := r.e.dma.Bytes(sg.Addr, sg.Len); !ok || !st.Success() {
+					if bad.Add(1) <= 3 {
+						t.Errorf("command %+v: segments %+v (%v) not mapped host memory", *c, segs, st)
+					}
+				}
+			}
+			return nvme.Fault{}
+		})
+		for _, n := range []int{1, 32, 64, 4096} {
+			idx := make([]uint64, n)
+			for i := range idx {
+				idx[i] = uint64(i*512+i) % r.n
+			}
+			out := make([]byte, n*8)
+			err := r.arr.Gather(ctx, idx, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, j := range idx {
+				if got := binary.LittleEndian.Uint64(out[i*8:]); got != kernels.Pattern64(11, j) {
+					t.Fatalf("depth %d n %d: element %d = %#x, want %#x", depth, n, j, got, kernels.Pattern64(11, j))
+				}
+			}
+		}
+	}
+}

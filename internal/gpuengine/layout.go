@@ -1,0 +1,142 @@
+package gpuengine
+
+import "github.com/bam-go/bam/internal/layout"
+
+// Descriptors the host hands to kernels. Each is a record of 64-bit words in
+// device memory; the CUDA structs in kernels/include/bam/detail/desc.cuh
+// are checked against these offsets with static_assert, so a change here
+// that is not mirrored there fails `make kernels`.
+const (
+	// Array descriptor: what bam::array<T> needs to find element i.
+	ArrayCacheMetaOffset = 0   // device pointer: gpucache metadata region
+	ArrayCacheDataOffset = 8   // device pointer: cache line data, way g at g << LineShift
+	ArraySetsOffset      = 16  // number of sets N
+	ArrayWaysOffset      = 24  // ways per set K
+	ArrayLineShiftOffset = 32  // log2 of the line size
+	ArrayTagsOffset      = 40  // byte offset of the tag array in the metadata region
+	ArrayWBTagsOffset    = 48  // byte offset of the write-back tag array
+	ArrayWaysRecOffset   = 56  // byte offset of the way record array
+	ArrayQueuesOffset    = 64  // device pointer: QueueDescBytes records
+	ArrayNQueuesOffset   = 72  // number of queue descriptors
+	ArrayErrorOffset     = 80  // device pointer: ErrorRecordBytes record
+	ArrayTimeoutOffset   = 88  // bound of every wait, nanoseconds of %globaltimer
+	ArrayNNSOffset       = 96  // namespaces the object is striped over
+	ArrayNSStartOffset   = 104 // device pointer: u64 per stripe member: first physical line of the extent
+	ArrayNSIndexOffset   = 112 // device pointer: u64 per stripe member: namespace index (NSID - 1)
+	ArrayLBAShiftOffset  = 120 // log2 of LBAs per line
+	ArrayElemCountOffset = 128 // elements in the array
+	ArrayElemSizeOffset  = 136 // bytes per element (a power of two dividing the line size)
+	ArrayStatsOffset     = 144 // device pointer: StatsSlots x StatsCounters u64 counters
+	ArrayPolicyOffset    = 152 // victim choice: PolicyClock or PolicyRoundRobin
+	ArrayDescBytes       = 160
+
+	// Queue descriptor: one NVMe queue pair as device code sees it.
+	QueueMetaOffset       = 0  // device pointer: vq metadata region
+	QueueSQOffset         = 8  // device-mapped pointer: SQ ring (pinned host memory)
+	QueueCQOffset         = 16 // device-mapped pointer: CQ ring (pinned host memory)
+	QueueSQDoorbellOffset = 24 // device-mapped pointer: SQ tail doorbell word
+	QueueCQDoorbellOffset = 32 // device-mapped pointer: CQ head doorbell word
+	QueueDepthOffset      = 40 // entries per ring (power of two)
+	QueueStagingOffset    = 48 // device-mapped pointer: depth staging slots of one line each
+	QueueStagingDMAOffset = 56 // DMA address of the staging slots (what PRPs name)
+	QueuePRPListDMAOffset = 64 // DMA address of depth PRP list pages (one 4 KiB page per slot)
+	QueueIDOffset         = 72 // queue identifier
+	QueueDescBytes        = 80
+
+	// Error record: the first failure of a launch, for the host to report.
+	ErrorCodeOffset   = 0  // u32: one of the Err* codes; 0 = none
+	ErrorStatusOffset = 4  // u32: NVMe status of an ErrCodeStatus
+	ErrorIndexOffset  = 8  // u64: element index or line involved
+	ErrorLBAOffset    = 16 // u64: LBA of the failed command
+	ErrorNSIDOffset   = 24 // u64: NSID of the failed command
+	ErrorCountOffset  = 32 // u32: number of failures recorded in the launch
+	ErrorRecordBytes  = 64
+
+	// Error codes.
+	ErrCodeNone          = 0
+	ErrCodeStatus        = 1 // a command completed with a failing NVMe status
+	ErrCodeTimeout       = 2 // a wait passed the timeout
+	ErrCodeOutOfRange    = 3 // an element index at or past the length
+	ErrCodeCacheTooSmall = 4 // every way of a set stayed referenced
+
+	// Statistics: StatsSlots slots (by SM) of StatsCounters u64 counters.
+	StatsSlots     = 64
+	StatsCounters  = 8
+	StatHits       = 0
+	StatMisses     = 1
+	StatFills      = 2
+	StatWriteBacks = 3
+	StatCommands   = 4
+	StatRetries    = 5
+
+	// Victim policies.
+	PolicyClock      = 0
+	PolicyRoundRobin = 1
+)
+
+// Layout returns the descriptor constants for the CUDA header generator.
+func Layout() layout.Group {
+	c := func(name string, v uint64, doc string) layout.Const {
+		return layout.Const{Name: name, Value: v, Doc: doc}
+	}
+	return layout.Group{
+		Name: "engine",
+		Doc:  "Descriptors of package internal/gpuengine passed to kernels: records of 64-bit words in device memory.",
+		Consts: []layout.Const{
+			c("ArrayCacheMetaOffset", ArrayCacheMetaOffset, "Array descriptor: gpucache metadata region."),
+			c("ArrayCacheDataOffset", ArrayCacheDataOffset, "Array descriptor: cache line data."),
+			c("ArraySetsOffset", ArraySetsOffset, "Array descriptor: sets N."),
+			c("ArrayWaysOffset", ArrayWaysOffset, "Array descriptor: ways K."),
+			c("ArrayLineShiftOffset", ArrayLineShiftOffset, "Array descriptor: log2 line size."),
+			c("ArrayTagsOffset", ArrayTagsOffset, "Array descriptor: tag array offset in the metadata region."),
+			c("ArrayWBTagsOffset", ArrayWBTagsOffset, "Array descriptor: write-back tag array offset."),
+			c("ArrayWaysRecOffset", ArrayWaysRecOffset, "Array descriptor: way record array offset."),
+			c("ArrayQueuesOffset", ArrayQueuesOffset, "Array descriptor: queue descriptors."),
+			c("ArrayNQueuesOffset", ArrayNQueuesOffset, "Array descriptor: number of queues."),
+			c("ArrayErrorOffset", ArrayErrorOffset, "Array descriptor: error record."),
+			c("ArrayTimeoutOffset", ArrayTimeoutOffset, "Array descriptor: wait bound in nanoseconds."),
+			c("ArrayNNSOffset", ArrayNNSOffset, "Array descriptor: stripe width."),
+			c("ArrayNSStartOffset", ArrayNSStartOffset, "Array descriptor: first physical line per stripe member."),
+			c("ArrayNSIndexOffset", ArrayNSIndexOffset, "Array descriptor: namespace index per stripe member."),
+			c("ArrayLBAShiftOffset", ArrayLBAShiftOffset, "Array descriptor: log2 LBAs per line."),
+			c("ArrayElemCountOffset", ArrayElemCountOffset, "Array descriptor: element count."),
+			c("ArrayElemSizeOffset", ArrayElemSizeOffset, "Array descriptor: element size."),
+			c("ArrayStatsOffset", ArrayStatsOffset, "Array descriptor: statistics counters."),
+			c("ArrayPolicyOffset", ArrayPolicyOffset, "Array descriptor: victim policy."),
+			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
+			c("QueueMetaOffset", QueueMetaOffset, "Queue descriptor: vq metadata region."),
+			c("QueueSQOffset", QueueSQOffset, "Queue descriptor: SQ ring."),
+			c("QueueCQOffset", QueueCQOffset, "Queue descriptor: CQ ring."),
+			c("QueueSQDoorbellOffset", QueueSQDoorbellOffset, "Queue descriptor: SQ tail doorbell."),
+			c("QueueCQDoorbellOffset", QueueCQDoorbellOffset, "Queue descriptor: CQ head doorbell."),
+			c("QueueDepthOffset", QueueDepthOffset, "Queue descriptor: depth."),
+			c("QueueStagingOffset", QueueStagingOffset, "Queue descriptor: staging slots (device-mapped)."),
+			c("QueueStagingDMAOffset", QueueStagingDMAOffset, "Queue descriptor: staging DMA address."),
+			c("QueuePRPListDMAOffset", QueuePRPListDMAOffset, "Queue descriptor: PRP list pages DMA address."),
+			c("QueueIDOffset", QueueIDOffset, "Queue descriptor: queue identifier."),
+			c("QueueDescBytes", QueueDescBytes, "Size of the queue descriptor."),
+			c("ErrorCodeOffset", ErrorCodeOffset, "Error record: code."),
+			c("ErrorStatusOffset", ErrorStatusOffset, "Error record: NVMe status."),
+			c("ErrorIndexOffset", ErrorIndexOffset, "Error record: element index or line."),
+			c("ErrorLBAOffset", ErrorLBAOffset, "Error record: LBA."),
+			c("ErrorNSIDOffset", ErrorNSIDOffset, "Error record: NSID."),
+			c("ErrorCountOffset", ErrorCountOffset, "Error record: failures recorded."),
+			c("ErrorRecordBytes", ErrorRecordBytes, "Size of the error record."),
+			c("ErrCodeNone", ErrCodeNone, "Error code: none."),
+			c("ErrCodeStatus", ErrCodeStatus, "Error code: failing NVMe status."),
+			c("ErrCodeTimeout", ErrCodeTimeout, "Error code: wait timed out."),
+			c("ErrCodeOutOfRange", ErrCodeOutOfRange, "Error code: index out of range."),
+			c("ErrCodeCacheTooSmall", ErrCodeCacheTooSmall, "Error code: every way of a set referenced."),
+			c("StatsSlots", StatsSlots, "Statistics slots (by SM)."),
+			c("StatsCounters", StatsCounters, "Counters per statistics slot."),
+			c("StatHits", StatHits, "Counter: hits."),
+			c("StatMisses", StatMisses, "Counter: misses."),
+			c("StatFills", StatFills, "Counter: lines filled."),
+			c("StatWriteBacks", StatWriteBacks, "Counter: lines written back."),
+			c("StatCommands", StatCommands, "Counter: NVMe commands."),
+			c("StatRetries", StatRetries, "Counter: acquire retries."),
+			c("PolicyClock", PolicyClock, "Victim policy: clock."),
+			c("PolicyRoundRobin", PolicyRoundRobin, "Victim policy: round robin."),
+		},
+	}
+}

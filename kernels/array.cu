@@ -1,0 +1,107 @@
+// array.cu: host-launched operations on arrays on storage, through the
+// GPU-resident cache (bam/array.cuh): gather, scatter, ranges, a reduction
+// and the write-back of dirty lines. One kernel per element size; the host
+// picks by the array's element size. Grid-stride loops: any grid is correct.
+#include "bam/array.cuh"
+
+using bam::u32;
+using bam::u64;
+
+namespace {
+
+template <typename T>
+__device__ void gather(bam::array<T> a, const u64 *__restrict__ idx, u64 n, T *__restrict__ out) {
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
+		out[i] = a.read(idx[i]);
+	}
+}
+
+template <typename T>
+__device__ void scatter(bam::array<T> a, const u64 *__restrict__ idx, const T *__restrict__ vals, u64 n) {
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
+		a.write(idx[i], vals[i]);
+	}
+}
+
+template <typename T>
+__device__ void read_range(bam::array<T> a, u64 start, u64 n, T *__restrict__ out) {
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
+		out[i] = a.read(start + i);
+	}
+}
+
+template <typename T>
+__device__ void write_range(bam::array<T> a, u64 start, u64 n, const T *__restrict__ in) {
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
+		a.write(start + i, in[i]);
+	}
+}
+
+// sum adds elements [start, start+n) into *out (integer sums wrap mod 2^64;
+// floating sums accumulate in double, so their last bits depend on order).
+template <typename T, typename Acc>
+__device__ void sum(bam::array<T> a, u64 start, u64 n, Acc *out) {
+	Acc s = 0;
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
+		s += static_cast<Acc>(a.read(start + i));
+	}
+	atomicAdd(out, s);
+}
+
+}  // namespace
+
+#define BAM_ARRAY_OPS(SUFFIX, T)                                                                             \
+	BAM_KERNEL void bam_array_gather_##SUFFIX(bam::array<T> a, const u64 *idx, u64 n, T *out) {               \
+		gather<T>(a, idx, n, out);                                                                            \
+	}                                                                                                         \
+	BAM_KERNEL void bam_array_scatter_##SUFFIX(bam::array<T> a, const u64 *idx, const T *vals, u64 n) {       \
+		scatter<T>(a, idx, vals, n);                                                                          \
+	}                                                                                                         \
+	BAM_KERNEL void bam_array_read_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, T *out) {                \
+		read_range<T>(a, start, n, out);                                                                      \
+	}                                                                                                         \
+	BAM_KERNEL void bam_array_write_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, const T *in) {          \
+		write_range<T>(a, start, n, in);                                                                      \
+	}
+
+BAM_ARRAY_OPS(e1, unsigned char)
+BAM_ARRAY_OPS(e2, unsigned short)
+BAM_ARRAY_OPS(e4, unsigned int)
+BAM_ARRAY_OPS(e8, unsigned long long)
+BAM_ARRAY_OPS(e16, uint4)
+
+// Reductions over a range: bam_array_sum_<type>(array, start, n, out).
+BAM_KERNEL void bam_array_sum_u32(bam::array<unsigned int> a, u64 start, u64 n, unsigned long long *out) {
+	sum<unsigned int, unsigned long long>(a, start, n, out);
+}
+BAM_KERNEL void bam_array_sum_u64(bam::array<unsigned long long> a, u64 start, u64 n, unsigned long long *out) {
+	sum<unsigned long long, unsigned long long>(a, start, n, out);
+}
+BAM_KERNEL void bam_array_sum_f32(bam::array<float> a, u64 start, u64 n, double *out) {
+	sum<float, double>(a, start, n, out);
+}
+BAM_KERNEL void bam_array_sum_f64(bam::array<double> a, u64 start, u64 n, double *out) {
+	sum<double, double>(a, start, n, out);
+}
+
+// bam_cache_write_back writes every dirty, unreferenced line back to
+// storage (Flush's first half; the host then flushes the namespaces). One
+// thread per way. desc names the cache; its element fields are unused.
+BAM_KERNEL void bam_cache_write_back(const bam::array_desc *desc) {
+	const u64 ways = desc->sets * desc->ways;
+	for (u64 g = bam::global_thread_id(); g < ways; g += bam::grid_threads()) {
+		bam::cache::write_back_way(*desc, g);
+	}
+}
+
+// bam_cache_dirty_count counts ways that are VALID and DIRTY (tests check
+// that a Flush leaves none behind).
+BAM_KERNEL void bam_cache_dirty_count(const bam::array_desc *desc, unsigned long long *out) {
+	const u64 ways = desc->sets * desc->ways;
+	u64 c = 0;
+	for (u64 g = bam::global_thread_id(); g < ways; g += bam::grid_threads()) {
+		const u32 s = *reinterpret_cast<volatile u32 *>(bam::cache::state_at(*desc, g));
+		if ((s & bam::cache::state_valid) && (s & bam::cache::state_dirty)) c++;
+	}
+	if (c) atomicAdd(out, c);
+}

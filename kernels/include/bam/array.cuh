@@ -1,0 +1,229 @@
+// bam/array.cuh: the public device API. bam::array<T> is an array of T on
+// storage, read and written by GPU threads through the GPU-resident cache:
+//
+//	__global__ void sum(bam::array<float> a, u64 n, float *out) {
+//		float s = 0;
+//		for (u64 i = tid; i < n; i += stride) s += a[i];   // was: const float *a
+//		...
+//	}
+//
+// Reads (a[i], a.read(i)) and writes (a.write(i, v)) group the lanes of a
+// warp by cache line (bam/coalesce.cuh): the group's leader acquires the
+// line once for the group, a miss is filled by NVMe commands the leader
+// submits (bam/cache.cuh, bam/queue.cuh), and the leader releases it once.
+// bam::array_ref<T> keeps its line referenced across consecutive accesses
+// of a thread, so a thread walking a neighbour list touches the cache
+// metadata once per line instead of once per element (BaM §7.2.2).
+//
+// Requirements: T is trivially copyable of size 1, 2, 4, 8 or 16 bytes, the
+// element size the host created the array with (the host checks this when
+// it binds an array to a kernel). Elements never straddle lines.
+//
+// Errors: an out-of-range index, a failed NVMe status, a timeout or a cache
+// too small for the live references is recorded in the array's error record
+// (the first one with its index, LBA and status) and the access yields T{}
+// or drops the write; the host turns the record into a Go error after the
+// launch. No access waits forever: every wait is bounded by the timeout the
+// host configured. ok() tells a kernel that no failure was recorded, so it
+// can stop early.
+#ifndef BAM_ARRAY_CUH
+#define BAM_ARRAY_CUH
+
+#include "bam/cache.cuh"
+#include "bam/coalesce.cuh"
+#include "bam/detail/desc.cuh"
+
+namespace bam {
+namespace detail {
+
+template <typename T>
+__device__ __forceinline__ T load_line(const unsigned char *p) {
+	static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+	              "bam::array<T>: sizeof(T) must be 1, 2, 4, 8 or 16 bytes");
+	T v;
+	if constexpr (sizeof(T) == 1) {
+		unsigned char b = __ldcg(p);
+		__builtin_memcpy(&v, &b, 1);
+	} else if constexpr (sizeof(T) == 2) {
+		unsigned short b = __ldcg(reinterpret_cast<const unsigned short *>(p));
+		__builtin_memcpy(&v, &b, 2);
+	} else if constexpr (sizeof(T) == 4) {
+		unsigned int b = __ldcg(reinterpret_cast<const unsigned int *>(p));
+		__builtin_memcpy(&v, &b, 4);
+	} else if constexpr (sizeof(T) == 8) {
+		unsigned long long b = __ldcg(reinterpret_cast<const unsigned long long *>(p));
+		__builtin_memcpy(&v, &b, 8);
+	} else {
+		uint4 b = __ldcg(reinterpret_cast<const uint4 *>(p));
+		__builtin_memcpy(&v, &b, 16);
+	}
+	return v;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_line(unsigned char *p, const T &v) {
+	if constexpr (sizeof(T) == 1) {
+		unsigned char b;
+		__builtin_memcpy(&b, &v, 1);
+		__stcg(p, b);
+	} else if constexpr (sizeof(T) == 2) {
+		unsigned short b;
+		__builtin_memcpy(&b, &v, 2);
+		__stcg(reinterpret_cast<unsigned short *>(p), b);
+	} else if constexpr (sizeof(T) == 4) {
+		unsigned int b;
+		__builtin_memcpy(&b, &v, 4);
+		__stcg(reinterpret_cast<unsigned int *>(p), b);
+	} else if constexpr (sizeof(T) == 8) {
+		unsigned long long b;
+		__builtin_memcpy(&b, &v, 8);
+		__stcg(reinterpret_cast<unsigned long long *>(p), b);
+	} else {
+		uint4 b;
+		__builtin_memcpy(&b, &v, 16);
+		__stcg(reinterpret_cast<uint4 *>(p), b);
+	}
+}
+
+}  // namespace detail
+
+template <typename T>
+class array {
+   public:
+	// The kernel argument: a pointer to the descriptor the host built.
+	const array_desc *desc;
+
+	__device__ __forceinline__ u64 size() const { return desc->elem_count; }
+
+	// ok reports that no access of this launch has failed yet.
+	__device__ __forceinline__ bool ok() const { return !detail::failed(*desc); }
+
+	// elems_per_line is how many elements one cache line holds.
+	__device__ __forceinline__ u64 elems_per_line() const { return (1ull << desc->line_shift) / sizeof(T); }
+
+	__device__ __forceinline__ T operator[](u64 i) const { return read(i); }
+
+	// read returns element i (T{} after a recorded failure).
+	__device__ T read(u64 i) const {
+		const array_desc &d = *desc;
+		if (i >= d.elem_count) {
+			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+			return T{};
+		}
+		const u64 per = elems_per_line();
+		const u64 line = i / per;
+		const u64 off = (i - line * per) * sizeof(T);
+		const coalesce::group g = coalesce::by(__activemask(), line);
+		u64 way = 0;
+		u32 ok = 0;
+		if (g.is_leader()) {
+			const cache::handle h = cache::acquire(d, cache::locate(d, line), g.count, i);
+			way = h.way;
+			ok = h.ok;
+		}
+		way = g.broadcast(way);
+		ok = g.broadcast(ok);
+		T v{};
+		if (ok) v = detail::load_line<T>(cache::line_data(d, way) + off);
+		__syncwarp(g.mask);
+		if (ok && g.is_leader()) cache::release(d, way, g.count, false);
+		return v;
+	}
+
+	// write stores v at element i; the line is marked dirty and reaches
+	// storage on eviction or Flush.
+	__device__ void write(u64 i, const T &v) const {
+		const array_desc &d = *desc;
+		if (i >= d.elem_count) {
+			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+			return;
+		}
+		const u64 per = elems_per_line();
+		const u64 line = i / per;
+		const u64 off = (i - line * per) * sizeof(T);
+		const coalesce::group g = coalesce::by(__activemask(), line);
+		u64 way = 0;
+		u32 ok = 0;
+		if (g.is_leader()) {
+			const cache::handle h = cache::acquire(d, cache::locate(d, line), g.count, i);
+			way = h.way;
+			ok = h.ok;
+		}
+		way = g.broadcast(way);
+		ok = g.broadcast(ok);
+		if (ok) detail::store_line<T>(cache::line_data(d, way) + off, v);
+		__syncwarp(g.mask);
+		if (ok && g.is_leader()) cache::release(d, way, g.count, true);
+	}
+};
+
+// array_ref keeps one line referenced across a thread's consecutive reads.
+// Lanes that move to a new line at the same call are grouped: one release
+// per old line, one acquire per new line. Call release() (or let the
+// destructor run) before the kernel ends; all lanes of a warp that use
+// array_refs should call operator[] together for the grouping to pay.
+template <typename T>
+class array_ref {
+	const array_desc *desc_;
+	u64 line_;
+	u64 way_;
+	bool held_;
+
+	__device__ void drop(u32 mask) {
+		// group the lanes of mask that hold a line by way; one release each
+		const u64 key = held_ ? way_ : ~0ull;
+		const coalesce::group g = coalesce::by(mask, key);
+		if (held_ && g.is_leader()) cache::release(*desc_, way_, g.count, false);
+		held_ = false;
+	}
+
+   public:
+	__device__ explicit array_ref(array<T> a) : desc_(a.desc), line_(~0ull), way_(0), held_(false) {}
+	__device__ ~array_ref() { release(); }
+	array_ref(const array_ref &) = delete;
+	array_ref &operator=(const array_ref &) = delete;
+
+	__device__ T operator[](u64 i) {
+		const array_desc &d = *desc_;
+		if (i >= d.elem_count) {
+			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+			return T{};
+		}
+		const u64 per = (1ull << d.line_shift) / sizeof(T);
+		const u64 line = i / per;
+		const u64 off = (i - line * per) * sizeof(T);
+		const bool need = !held_ || line != line_;
+		const u32 active = __activemask();
+		const u32 movers = __ballot_sync(active, need);
+		if (need) {
+			drop(movers);
+			const coalesce::group g = coalesce::by(movers, line);
+			u64 way = 0;
+			u32 ok = 0;
+			if (g.is_leader()) {
+				const cache::handle h = cache::acquire(d, cache::locate(d, line), g.count, i);
+				way = h.way;
+				ok = h.ok;
+			}
+			way = g.broadcast(way);
+			ok = g.broadcast(ok);
+			if (!ok) return T{};
+			held_ = true;
+			line_ = line;
+			way_ = way;
+		}
+		return detail::load_line<T>(cache::line_data(d, way_) + off);
+	}
+
+	// release drops the held line (each lane its own reference).
+	__device__ void release() {
+		if (held_) {
+			cache::release(*desc_, way_, 1, false);
+			held_ = false;
+		}
+	}
+};
+
+}  // namespace bam
+
+#endif  // BAM_ARRAY_CUH

@@ -1,0 +1,424 @@
+// bam/cache.cuh: the set-associative line cache of package gpucache, on the
+// same metadata bytes (layout::gpucache) in device memory. gpucache/doc.go
+// is the protocol's reference; the steps below are numbered as there.
+//
+// A line is acquired by one thread on behalf of a group of n requests (the
+// leader of a coalesced warp group, bam/coalesce.cuh) with one fetch_add(n)
+// and released with one fetch_sub(n). Misses are filled through an NVMe Read
+// into the staging slot of the command's queue entry, then copied into the
+// line by the filling thread; dirty victims are copied out to a staging slot
+// and written with an NVMe Write. No lock is held across I/O and every wait
+// is bounded by the descriptor's timeout.
+#ifndef BAM_CACHE_CUH
+#define BAM_CACHE_CUH
+
+#include "bam/detail/desc.cuh"
+#include "bam/detail/sync.cuh"
+#include "bam/queue.cuh"
+
+namespace bam {
+namespace cache {
+namespace C = layout::gpucache;
+
+constexpr u32 state_valid = 1u << C::StateValidBit;
+constexpr u32 state_busy = 1u << C::StateBusyBit;
+constexpr u32 state_dirty = 1u << C::StateDirtyBit;
+constexpr u32 ref_mask = static_cast<u32>(C::StateRefMask);
+
+__device__ __forceinline__ u64 *tag_at(const array_desc &d, u64 g) {
+	return reinterpret_cast<u64 *>(d.cache_meta + d.tags_off + g * C::TagBytes);
+}
+__device__ __forceinline__ u64 *wbtag_at(const array_desc &d, u64 g) {
+	return reinterpret_cast<u64 *>(d.cache_meta + d.wbtags_off + g * C::TagBytes);
+}
+__device__ __forceinline__ u32 *state_at(const array_desc &d, u64 g) {
+	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayStateOffset);
+}
+__device__ __forceinline__ u32 *clock_at(const array_desc &d, u64 g) {
+	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayClockOffset);
+}
+__device__ __forceinline__ u32 *status_at(const array_desc &d, u64 g) {
+	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayStatusOffset);
+}
+__device__ __forceinline__ u32 *set_lock(const array_desc &d, u64 set) {
+	return reinterpret_cast<u32 *>(d.cache_meta + set * C::SetStride + C::SetLockOffset);
+}
+__device__ __forceinline__ u32 *set_hand(const array_desc &d, u64 set) {
+	return reinterpret_cast<u32 *>(d.cache_meta + set * C::SetStride + C::SetHandOffset);
+}
+
+// line_data returns the bytes of way g.
+__device__ __forceinline__ unsigned char *line_data(const array_desc &d, u64 g) {
+	return reinterpret_cast<unsigned char *>(d.cache_data + (g << d.line_shift));
+}
+
+// set_of mirrors gpucache.SetIndex.
+__device__ __forceinline__ u64 set_of(u64 tag, u64 sets) {
+	const u64 h = (tag & C::TagLineMask) + (tag >> C::TagNamespaceShift) * C::SetHashMul;
+	return h % sets;
+}
+
+// where is a line's place on storage: its tag and its first LBA.
+struct where {
+	u64 tag;
+	u64 nsid;
+	u64 lba;
+};
+
+// locate maps line l of the array's object to its namespace and LBA
+// (striped: line l on stripe member l mod N, at its extent start + l / N).
+__device__ __forceinline__ where locate(const array_desc &d, u64 l) {
+	const u64 *start = reinterpret_cast<const u64 *>(d.ns_start);
+	const u64 *index = reinterpret_cast<const u64 *>(d.ns_index);
+	const u64 m = d.nns == 1 ? 0 : l % d.nns;
+	const u64 phys = start[m] + (d.nns == 1 ? l : l / d.nns);
+	where w;
+	w.tag = (index[m] << C::TagNamespaceShift) | phys;
+	w.nsid = index[m] + 1;
+	w.lba = phys << d.lba_shift;
+	return w;
+}
+
+// pick_queue spreads warps over the queue pairs.
+__device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
+	const u64 warp = global_thread_id() >> 5;
+	return reinterpret_cast<const queue_desc *>(d.queues)[warp % d.nqueues];
+}
+
+// copy_line copies one line with 16-byte accesses, eight in flight. from
+// and to are 16-byte aligned. Host-memory sources are read with .cv (never
+// a cached copy); device lines are read and written at L2 (.cg), because L1
+// is not coherent with the other multiprocessors that fill and write lines.
+__device__ __forceinline__ void copy_from_staging(unsigned char *to, const unsigned char *from, u64 bytes) {
+	const uint4 *src = reinterpret_cast<const uint4 *>(from);
+	uint4 *dst = reinterpret_cast<uint4 *>(to);
+	const u64 n = bytes / 16;
+	for (u64 i = 0; i < n; i += 8) {
+		uint4 v[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) v[k] = __ldcv(src + i + k);
+#pragma unroll
+		for (int k = 0; k < 8; k++) __stcg(dst + i + k, v[k]);
+	}
+}
+
+__device__ __forceinline__ void copy_to_staging(unsigned char *to, const unsigned char *from, u64 bytes) {
+	const uint4 *src = reinterpret_cast<const uint4 *>(from);
+	uint4 *dst = reinterpret_cast<uint4 *>(to);
+	const u64 n = bytes / 16;
+	for (u64 i = 0; i < n; i += 8) {
+		uint4 v[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) v[k] = __ldcg(src + i + k);
+#pragma unroll
+		for (int k = 0; k < 8; k++) __stwt(dst + i + k, v[k]);
+	}
+}
+
+// io moves one line between way g and storage with one NVMe command.
+// Returns the NVMe status (0 on success, status_timeout on a timeout).
+__device__ __noinline__ u32 io(const array_desc &d, u64 g, const where &w, u32 opcode, u64 deadline) {
+	const queue_desc &q = pick_queue(d);
+	u64 t;
+	if (!queue::reserve(q, deadline, &t)) return status_timeout;
+	unsigned char *slot = queue::staging(q, t, static_cast<u32>(d.line_shift));
+	const u64 bytes = 1ull << d.line_shift;
+	if (opcode == nvme_op_write) copy_to_staging(slot, line_data(d, g), bytes);
+	u64 prp1, prp2;
+	queue::prps(q, t, static_cast<u32>(d.line_shift), &prp1, &prp2);
+	const u32 blocks = 1u << d.lba_shift;
+	queue::issue(q, t, nvme_command::read_write(opcode, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
+	detail::count(d, L::StatCommands, 1);
+	u32 status;
+	if (!queue::wait(q, t, deadline, &status)) return status_timeout;
+	if (queue::status_ok(status) && opcode == nvme_op_read) copy_from_staging(line_data(d, g), slot, bytes);
+	queue::retire(q, t);
+	return status;
+}
+
+// Result of acquire.
+struct handle {
+	u64 way;     // way index g, valid when ok
+	bool ok;
+};
+
+__device__ __forceinline__ void fail(const array_desc &d, u32 code, u32 status, u64 index, const where &w) {
+	detail::record_error(d, code, status, index, w.lba, w.nsid);
+}
+
+__device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline) {
+	detail::backoff b;
+	for (u32 i = 0;; i++) {
+		if (detail::ld_relaxed_gpu(lock) == C::LockFree &&
+		    atomicCAS(lock, static_cast<u32>(C::LockFree), static_cast<u32>(C::LockHeld)) == C::LockFree) {
+			__threadfence();
+			return true;
+		}
+		if ((i & 7) == 7 && detail::globaltimer() > deadline) return false;
+		b.pause();
+	}
+}
+
+__device__ __forceinline__ void drop_lock(u32 *lock) {
+	__threadfence();
+	atomicExch(lock, static_cast<u32>(C::LockFree));
+}
+
+// acquire takes n references on the line at w for a group of requests; the
+// line is filled first on a miss. index names the element for errors. On
+// failure the error is recorded in the descriptor's error record.
+__device__ __noinline__ handle acquire(const array_desc &d, const where &w, u32 n, u64 index) {
+	const u64 K = d.ways;
+	const u64 set = set_of(w.tag, d.sets);
+	const u64 base = set * K;
+	const u64 start = detail::globaltimer();
+	const u64 deadline = start + d.timeout_ns;
+	detail::backoff b;
+	handle h{0, false};
+	for (u32 round = 0;; round++) {
+		if (round > 0 && detail::globaltimer() > deadline) {
+			fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+			return h;
+		}
+		if (round > 0 && detail::failed(d)) return h;  // another thread failed: unwind fast
+		// 1. scan
+		u64 g = ~0ull;
+		for (u64 k = 0; k < K; k++) {
+			if (detail::ld_relaxed_gpu(tag_at(d, base + k)) == w.tag) {
+				g = base + k;
+				break;
+			}
+		}
+		bool miss = g == ~0ull;
+		if (!miss) {
+			// 2. speculative reference, then re-check the tag
+			u32 old = atomicAdd(state_at(d, g), n);
+			__threadfence();
+			if (detail::ld_relaxed_gpu(tag_at(d, g)) != w.tag) {
+				atomicSub(state_at(d, g), n);
+				detail::count(d, L::StatRetries, 1);
+				continue;
+			}
+			if ((old & state_valid) && !(old & state_busy)) {  // 3. hit
+				if (detail::ld_relaxed_gpu(clock_at(d, g)) == 0) detail::st_relaxed_gpu(clock_at(d, g), 1u);
+				h.way = g;
+				h.ok = true;
+				return h;
+			}
+			if (old & state_valid) {  // 4. being evicted or written back
+				atomicSub(state_at(d, g), n);
+				b.pause();
+				continue;
+			}
+			if (!(old & state_busy)) {  // 5. a failed fill's leftover
+				atomicSub(state_at(d, g), n);
+				miss = true;
+			} else {
+				// 6. being filled: keep the references, wait for BUSY to clear
+				u32 s;
+				detail::backoff wb;
+				for (u32 i = 0;; i++) {
+					s = detail::ld_acquire_gpu(state_at(d, g));
+					if (!(s & state_busy)) break;
+					if ((i & 7) == 7 && detail::globaltimer() > deadline) {
+						atomicSub(state_at(d, g), n);
+						fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+						return h;
+					}
+					wb.pause();
+				}
+				if (detail::ld_relaxed_gpu(tag_at(d, g)) != w.tag) {
+					atomicSub(state_at(d, g), n);
+					continue;
+				}
+				if (s & state_valid) {
+					h.way = g;
+					h.ok = true;
+					return h;
+				}
+				atomicSub(state_at(d, g), n);
+				if (detail::ld_relaxed_gpu(status_at(d, g)) == C::StatusFillFailed) {
+					// the filler recorded the error already
+					return h;
+				}
+				continue;
+			}
+		}
+		if (!miss) continue;
+		detail::count(d, L::StatMisses, 1);
+		// Miss. 1. set lock (short; no I/O under it)
+		u32 *lock = set_lock(d, set);
+		if (!take_lock(lock, deadline)) {
+			fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+			return h;
+		}
+		// 2. re-scan
+		bool again = false;
+		for (u64 k = 0; k < K && !again; k++) {
+			const u64 gk = base + k;
+			if (detail::ld_relaxed_gpu(wbtag_at(d, gk)) == w.tag) {
+				again = true;  // its write-back is in flight
+				break;
+			}
+			if (detail::ld_relaxed_gpu(tag_at(d, gk)) == w.tag) {
+				const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+				if (s & (state_valid | state_busy)) {
+					again = true;  // installed meanwhile: take the hit path
+				} else {
+					detail::st_relaxed_gpu(tag_at(d, gk), static_cast<u64>(C::TagEmpty));
+				}
+			}
+		}
+		if (again) {
+			drop_lock(lock);
+			b.pause();
+			continue;
+		}
+		// 3-4. choose and claim a victim
+		u64 victim = ~0ull;
+		u32 old = 0;
+		for (u64 k = 0; k < K && victim == ~0ull; k++) {  // a free way first
+			const u64 gk = base + k;
+			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+			if ((s & (state_valid | state_busy)) == 0 && (s & ref_mask) == 0) {
+				const u32 o = atomicOr(state_at(d, gk), state_busy);
+				if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
+					victim = gk;
+					old = o;
+				} else if ((o & state_busy) == 0) {
+					atomicAnd(state_at(d, gk), ~state_busy);
+				}
+			}
+		}
+		u32 *hand = set_hand(d, set);
+		u32 hv = detail::ld_relaxed_gpu(hand);
+		const bool clock = d.policy == L::PolicyClock;
+		bool referenced = false;  // some way was held, not merely being filled
+		for (u64 step = 0; step < 2 * K && victim == ~0ull; step++) {
+			const u64 gk = base + (hv % K);
+			hv = (hv + 1) % static_cast<u32>(K);
+			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+			if (!(s & state_busy) && (s & ref_mask)) referenced = true;
+			if ((s & state_busy) || (s & ref_mask)) continue;
+			if (clock && detail::ld_relaxed_gpu(clock_at(d, gk)) != 0) {
+				detail::st_relaxed_gpu(clock_at(d, gk), 0u);
+				continue;
+			}
+			const u32 o = atomicOr(state_at(d, gk), state_busy);
+			if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
+				victim = gk;
+				old = o;
+			} else if ((o & state_busy) == 0) {
+				atomicAnd(state_at(d, gk), ~state_busy);
+			}
+		}
+		detail::st_relaxed_gpu(hand, hv);
+		if (victim == ~0ull) {
+			drop_lock(lock);
+			if (detail::globaltimer() > deadline) {
+				// Held lines mean the cache is too small for the live
+				// references; ways that were all being filled or written
+				// back mean storage did not answer in time.
+				fail(d, referenced ? L::ErrCodeCacheTooSmall : L::ErrCodeTimeout, referenced ? 0 : status_timeout, index, w);
+				return h;
+			}
+			b.pause();
+			continue;
+		}
+		// 5. install
+		const bool dirty = (old & state_valid) && (old & state_dirty);
+		const u64 old_tag = detail::ld_relaxed_gpu(tag_at(d, victim));
+		if (dirty) detail::st_relaxed_gpu(wbtag_at(d, victim), old_tag);
+		detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusOK));
+		detail::st_relaxed_gpu(clock_at(d, victim), 0u);  // a new line starts unreferenced by the hand (measured better in gpucache)
+		__threadfence();
+		detail::st_release_gpu(tag_at(d, victim), w.tag);
+		atomicAdd(state_at(d, victim), n);
+		atomicAnd(state_at(d, victim), ~(state_valid | state_dirty));
+		drop_lock(lock);
+		// 6. write the dirty victim back, no lock held
+		if (dirty) {
+			// Recover the victim's place on storage from its tag.
+			where ow;
+			ow.tag = old_tag;
+			ow.nsid = (old_tag >> C::TagNamespaceShift) + 1;
+			ow.lba = (old_tag & C::TagLineMask) << d.lba_shift;
+			const u32 st = io(d, victim, ow, nvme_op_write, deadline);
+			detail::count(d, L::StatWriteBacks, 1);
+			if (st != 0) {
+				take_lock(lock, deadline + d.timeout_ns);
+				detail::st_relaxed_gpu(tag_at(d, victim), old_tag);
+				detail::st_relaxed_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
+				__threadfence();
+				atomicOr(state_at(d, victim), state_valid | state_dirty);
+				atomicAnd(state_at(d, victim), ~state_busy);
+				atomicSub(state_at(d, victim), n);
+				drop_lock(lock);
+				fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, ow);
+				return h;
+			}
+			__threadfence();
+			detail::st_release_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
+		}
+		// 7. fill
+		const u32 st = io(d, victim, w, nvme_op_read, deadline);
+		detail::count(d, L::StatFills, 1);
+		if (st != 0) {
+			detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusFillFailed));
+			__threadfence();
+			atomicAnd(state_at(d, victim), ~state_busy);
+			atomicSub(state_at(d, victim), n);
+			fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
+			return h;
+		}
+		__threadfence();
+		atomicXor(state_at(d, victim), state_valid | state_busy);
+		h.way = victim;
+		h.ok = true;
+		return h;
+	}
+}
+
+// release drops n references; a writer marks the line dirty first, after
+// its stores (so Flush never clears DIRTY over an unwritten store).
+__device__ __forceinline__ void release(const array_desc &d, u64 g, u32 n, bool dirty) {
+	__threadfence();
+	if (dirty) atomicOr(state_at(d, g), state_dirty);
+	atomicSub(state_at(d, g), n);
+}
+
+// write_back_way writes way g back if it is VALID and DIRTY and nobody holds
+// it: claimed like a victim but keeping VALID and its tag; BUSY|DIRTY clear
+// together on success. Returns false on an I/O failure (recorded).
+__device__ __noinline__ bool write_back_way(const array_desc &d, u64 g) {
+	const u32 s = detail::ld_relaxed_gpu(state_at(d, g));
+	if ((s & (state_valid | state_dirty)) != (state_valid | state_dirty) || (s & state_busy) || (s & ref_mask)) {
+		return true;
+	}
+	const u32 o = atomicOr(state_at(d, g), state_busy);
+	if ((o & state_busy) || (o & ref_mask) || (o & (state_valid | state_dirty)) != (state_valid | state_dirty)) {
+		if (!(o & state_busy)) atomicAnd(state_at(d, g), ~state_busy);
+		return true;
+	}
+	const u64 tag = detail::ld_relaxed_gpu(tag_at(d, g));
+	where w;
+	w.tag = tag;
+	w.nsid = (tag >> C::TagNamespaceShift) + 1;
+	w.lba = (tag & C::TagLineMask) << d.lba_shift;
+	const u64 deadline = detail::globaltimer() + d.timeout_ns;
+	const u32 st = io(d, g, w, nvme_op_write, deadline);
+	detail::count(d, L::StatWriteBacks, 1);
+	__threadfence();
+	if (st != 0) {
+		atomicAnd(state_at(d, g), ~state_busy);
+		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, g, w);
+		return false;
+	}
+	atomicAnd(state_at(d, g), ~(state_busy | state_dirty));
+	return true;
+}
+
+}  // namespace cache
+}  // namespace bam
+
+#endif  // BAM_CACHE_CUH

@@ -1,0 +1,137 @@
+// bam/detail/desc.cuh: the descriptors the host passes to kernels (array,
+// queue pair) and the error record kernels fill. Their layout is defined in
+// Go (internal/gpuengine/layout.go) and generated into layout.h; the
+// static_asserts below tie these structs to it.
+#ifndef BAM_DETAIL_DESC_CUH
+#define BAM_DETAIL_DESC_CUH
+
+#include "bam/common.cuh"
+#include "bam/detail/layout.h"
+#include "bam/detail/sync.cuh"
+
+namespace bam {
+
+// queue_desc is one NVMe queue pair as device code sees it.
+struct queue_desc {
+	u64 meta;          // vq metadata region (device memory)
+	u64 sq;            // SQ ring, pinned host memory mapped into the device
+	u64 cq;            // CQ ring, likewise
+	u64 sq_doorbell;   // u32 SQ tail doorbell, likewise
+	u64 cq_doorbell;   // u32 CQ head doorbell, likewise
+	u64 depth;         // entries per ring, a power of two
+	u64 staging;       // depth staging slots of one line each (device-mapped)
+	u64 staging_dma;   // DMA address of the staging slots, for PRPs
+	u64 prp_list_dma;  // DMA address of depth PRP list pages, one 4 KiB page per slot
+	u64 qid;           // queue identifier
+};
+
+// error_record holds the first failure of a launch.
+struct error_record {
+	u32 code;
+	u32 status;
+	u64 index;
+	u64 lba;
+	u64 nsid;
+	u32 count;
+	u32 pad_[7];
+};
+
+// array_desc is everything bam::array<T> needs to find element i: the
+// cache, the queues, the object's place on the namespaces.
+struct array_desc {
+	u64 cache_meta;
+	u64 cache_data;
+	u64 sets;
+	u64 ways;
+	u64 line_shift;
+	u64 tags_off;
+	u64 wbtags_off;
+	u64 ways_off;
+	u64 queues;     // const queue_desc *
+	u64 nqueues;
+	u64 error;      // error_record *
+	u64 timeout_ns;
+	u64 nns;
+	u64 ns_start;   // const u64 *: first physical line of the extent, per stripe member
+	u64 ns_index;   // const u64 *: namespace index (NSID - 1), per stripe member
+	u64 lba_shift;  // log2 of LBAs per line
+	u64 elem_count;
+	u64 elem_size;
+	u64 stats;      // u64 *: StatsSlots x StatsCounters
+	u64 policy;
+};
+
+#define BAM_CHECK_OFFSET(T, field, value) \
+	static_assert(__builtin_offsetof(T, field) == (value), #T "." #field " disagrees with internal/gpuengine/layout.go")
+
+namespace L = layout::engine;
+BAM_CHECK_OFFSET(queue_desc, meta, L::QueueMetaOffset);
+BAM_CHECK_OFFSET(queue_desc, sq, L::QueueSQOffset);
+BAM_CHECK_OFFSET(queue_desc, cq, L::QueueCQOffset);
+BAM_CHECK_OFFSET(queue_desc, sq_doorbell, L::QueueSQDoorbellOffset);
+BAM_CHECK_OFFSET(queue_desc, cq_doorbell, L::QueueCQDoorbellOffset);
+BAM_CHECK_OFFSET(queue_desc, depth, L::QueueDepthOffset);
+BAM_CHECK_OFFSET(queue_desc, staging, L::QueueStagingOffset);
+BAM_CHECK_OFFSET(queue_desc, staging_dma, L::QueueStagingDMAOffset);
+BAM_CHECK_OFFSET(queue_desc, prp_list_dma, L::QueuePRPListDMAOffset);
+BAM_CHECK_OFFSET(queue_desc, qid, L::QueueIDOffset);
+static_assert(sizeof(queue_desc) == L::QueueDescBytes, "queue_desc size disagrees with layout.go");
+BAM_CHECK_OFFSET(error_record, code, L::ErrorCodeOffset);
+BAM_CHECK_OFFSET(error_record, status, L::ErrorStatusOffset);
+BAM_CHECK_OFFSET(error_record, index, L::ErrorIndexOffset);
+BAM_CHECK_OFFSET(error_record, lba, L::ErrorLBAOffset);
+BAM_CHECK_OFFSET(error_record, nsid, L::ErrorNSIDOffset);
+BAM_CHECK_OFFSET(error_record, count, L::ErrorCountOffset);
+static_assert(sizeof(error_record) == L::ErrorRecordBytes, "error_record size disagrees with layout.go");
+BAM_CHECK_OFFSET(array_desc, cache_meta, L::ArrayCacheMetaOffset);
+BAM_CHECK_OFFSET(array_desc, cache_data, L::ArrayCacheDataOffset);
+BAM_CHECK_OFFSET(array_desc, sets, L::ArraySetsOffset);
+BAM_CHECK_OFFSET(array_desc, ways, L::ArrayWaysOffset);
+BAM_CHECK_OFFSET(array_desc, line_shift, L::ArrayLineShiftOffset);
+BAM_CHECK_OFFSET(array_desc, tags_off, L::ArrayTagsOffset);
+BAM_CHECK_OFFSET(array_desc, wbtags_off, L::ArrayWBTagsOffset);
+BAM_CHECK_OFFSET(array_desc, ways_off, L::ArrayWaysRecOffset);
+BAM_CHECK_OFFSET(array_desc, queues, L::ArrayQueuesOffset);
+BAM_CHECK_OFFSET(array_desc, nqueues, L::ArrayNQueuesOffset);
+BAM_CHECK_OFFSET(array_desc, error, L::ArrayErrorOffset);
+BAM_CHECK_OFFSET(array_desc, timeout_ns, L::ArrayTimeoutOffset);
+BAM_CHECK_OFFSET(array_desc, nns, L::ArrayNNSOffset);
+BAM_CHECK_OFFSET(array_desc, ns_start, L::ArrayNSStartOffset);
+BAM_CHECK_OFFSET(array_desc, ns_index, L::ArrayNSIndexOffset);
+BAM_CHECK_OFFSET(array_desc, lba_shift, L::ArrayLBAShiftOffset);
+BAM_CHECK_OFFSET(array_desc, elem_count, L::ArrayElemCountOffset);
+BAM_CHECK_OFFSET(array_desc, elem_size, L::ArrayElemSizeOffset);
+BAM_CHECK_OFFSET(array_desc, stats, L::ArrayStatsOffset);
+BAM_CHECK_OFFSET(array_desc, policy, L::ArrayPolicyOffset);
+static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagrees with layout.go");
+#undef BAM_CHECK_OFFSET
+
+namespace detail {
+
+// record_error keeps the first failure of a launch and counts the rest.
+__device__ __forceinline__ void record_error(const array_desc &d, u32 code, u32 status, u64 index, u64 lba, u64 nsid) {
+	error_record *e = reinterpret_cast<error_record *>(d.error);
+	if (atomicAdd(&e->count, 1u) == 0) {
+		e->status = status;
+		e->index = index;
+		e->lba = lba;
+		e->nsid = nsid;
+		__threadfence();
+		atomicExch(&e->code, code);
+	}
+}
+
+__device__ __forceinline__ bool failed(const array_desc &d) {
+	return *reinterpret_cast<volatile u32 *>(&reinterpret_cast<error_record *>(d.error)->count) != 0;
+}
+
+__device__ __forceinline__ void count(const array_desc &d, u32 counter, u64 n) {
+	if (d.stats == 0) return;
+	u64 *s = reinterpret_cast<u64 *>(d.stats);
+	atomicAdd(&s[(smid() % L::StatsSlots) * L::StatsCounters + counter], n);
+}
+
+}  // namespace detail
+}  // namespace bam
+
+#endif  // BAM_DETAIL_DESC_CUH

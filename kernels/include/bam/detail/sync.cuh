@@ -1,0 +1,105 @@
+// bam/detail/sync.cuh: loads, stores and fences with their memory scope
+// spelled out, the %globaltimer clock that bounds every wait, and backoff.
+//
+// Scopes: metadata words (queue tickets, cache states) live in device memory
+// and are shared by the GPU's threads: gpu scope. Rings, doorbells and
+// staging slots live in pinned host memory shared with host threads: sys
+// scope, and loads that must not be served from a cache.
+#ifndef BAM_DETAIL_SYNC_CUH
+#define BAM_DETAIL_SYNC_CUH
+
+#include "bam/common.cuh"
+
+namespace bam {
+namespace detail {
+
+__device__ __forceinline__ u64 ld_acquire_gpu(const u64 *p) {
+	u64 v;
+	asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ u32 ld_acquire_gpu(const u32 *p) {
+	u32 v;
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ u64 ld_relaxed_gpu(const u64 *p) {
+	u64 v;
+	asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ u32 ld_relaxed_gpu(const u32 *p) {
+	u32 v;
+	asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ void st_release_gpu(u64 *p, u64 v) {
+	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_release_gpu(u32 *p, u32 v) {
+	asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_relaxed_gpu(u64 *p, u64 v) {
+	asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_relaxed_gpu(u32 *p, u32 v) {
+	asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// ld_acquire_sys reads a word of host memory written by a host thread; the
+// loads after it see what the host wrote before it.
+__device__ __forceinline__ u32 ld_acquire_sys(const u32 *p) {
+	u32 v;
+	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ u32 ld_volatile_sys(const u32 *p) {
+	u32 v;
+	asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+// st_release_sys stores a doorbell in host memory after every earlier store
+// of the thread (and, with a preceding fence, of the threads it synchronised
+// with) is visible to the host.
+__device__ __forceinline__ void st_release_sys(u32 *p, u32 v) {
+	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// globaltimer is the GPU's nanosecond clock; it ticks coarsely (about a
+// microsecond) but never stops, which is all a bound on a wait needs.
+__device__ __forceinline__ u64 globaltimer() {
+	u64 t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+// smid is the multiprocessor running the thread (for spreading counters).
+__device__ __forceinline__ u32 smid() {
+	u32 id;
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+	return id;
+}
+
+// backoff sleeps the thread for a growing, capped time so that waiters do
+// not steal issue slots from the threads they wait for.
+struct backoff {
+	u32 ns = 32;
+	__device__ __forceinline__ void pause() {
+		__nanosleep(ns);
+		if (ns < 2048) ns <<= 1;
+	}
+};
+
+}  // namespace detail
+}  // namespace bam
+
+#endif  // BAM_DETAIL_SYNC_CUH

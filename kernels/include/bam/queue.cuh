@@ -1,0 +1,276 @@
+// bam/queue.cuh: GPU threads submitting NVMe commands to a queue pair and
+// collecting their completions, on the metadata layout of package vq
+// (layout::vq). The protocol is vq's (see vq/doc.go); what differs on the
+// device is said where it differs.
+//
+// A command goes through four calls, so that a caller can fill or drain the
+// command's staging slot (pinned host memory owned by the slot while the
+// command is outstanding) at the right moments:
+//
+//	u64 t;  if (!queue::reserve(q, deadline, &t)) ...   // ticket + its turn
+//	... write the data of a Write into queue::staging(q, t) ...
+//	queue::issue(q, t, cmd);                              // SQE, marker, doorbell
+//	u32 status; if (!queue::wait(q, t, deadline, &status)) ...  // completion
+//	... read the data of a Read from queue::staging(q, t) ...
+//	queue::retire(q, t);                                  // slot free for t + depth
+//
+// Device rules. The CID of ticket t is its SQ position t mod depth, so a CID
+// is unique among outstanding commands because a position is reused only
+// after retire. Ticket t may use its slot when (a) the slot's turn counter
+// says the controller consumed the previous occupant (SQHD), (b) the CID
+// record is free (its previous occupant retired), and (c) the next slot's
+// previous occupant was consumed too, which keeps at most depth-1 entries in
+// the SQ (the full-queue rule). Completions are harvested in CQ order by the
+// holder of the head lock only, so the host's CQ is read over PCIe by one
+// thread at a time, never by every waiter. Waiters watch their CID record in
+// device memory. Every wait is bounded by a %globaltimer deadline.
+#ifndef BAM_QUEUE_CUH
+#define BAM_QUEUE_CUH
+
+#include "bam/detail/desc.cuh"
+#include "bam/detail/sync.cuh"
+
+namespace bam {
+
+// nvme_command is a submission queue entry being built, as 16 dwords.
+struct nvme_command {
+	u32 dw[16];
+
+	// read_write builds a Read (opcode 2) or Write (1) of blocks LBAs.
+	__device__ static nvme_command read_write(u32 opcode, u32 nsid, u64 slba, u32 blocks, u64 prp1, u64 prp2) {
+		nvme_command c;
+#pragma unroll
+		for (int i = 0; i < 16; i++) c.dw[i] = 0;
+		c.dw[0] = opcode;
+		c.dw[1] = nsid;
+		c.dw[6] = static_cast<u32>(prp1);
+		c.dw[7] = static_cast<u32>(prp1 >> 32);
+		c.dw[8] = static_cast<u32>(prp2);
+		c.dw[9] = static_cast<u32>(prp2 >> 32);
+		c.dw[10] = static_cast<u32>(slba);
+		c.dw[11] = static_cast<u32>(slba >> 32);
+		c.dw[12] = (blocks - 1) & 0xffff;
+		return c;
+	}
+};
+
+constexpr u32 nvme_op_write = 0x01;
+constexpr u32 nvme_op_read = 0x02;
+
+// Pseudo-statuses for failures that are not the controller's (bit 15 is
+// never set in a real 15-bit NVMe status).
+constexpr u32 status_timeout = 0x8000u;
+
+namespace queue {
+namespace V = layout::vq;
+
+__device__ __forceinline__ u64 *word(const queue_desc &q, u64 off) {
+	return reinterpret_cast<u64 *>(q.meta + off);
+}
+__device__ __forceinline__ u64 *turn(const queue_desc &q, u64 pos) {
+	return reinterpret_cast<u64 *>(q.meta + V::HeaderBytes + pos * V::TurnStride);
+}
+__device__ __forceinline__ u64 turns_bytes(const queue_desc &q) {
+	return (q.depth * V::TurnStride + V::SectorBytes - 1) & ~(V::SectorBytes - 1);
+}
+__device__ __forceinline__ u64 *marker(const queue_desc &q, u64 pos) {
+	return reinterpret_cast<u64 *>(q.meta + V::HeaderBytes + turns_bytes(q) + pos * V::TailMarkerStride);
+}
+__device__ __forceinline__ u64 *cid_record(const queue_desc &q, u64 cid) {
+	const u64 markers = (q.depth * V::TailMarkerStride + V::SectorBytes - 1) & ~(V::SectorBytes - 1);
+	return reinterpret_cast<u64 *>(q.meta + V::HeaderBytes + turns_bytes(q) + markers + cid * V::CIDRecordBytes);
+}
+__device__ __forceinline__ u32 shift(const queue_desc &q) { return __ffsll(static_cast<long long>(q.depth)) - 1; }
+
+// staging returns the staging slot of ticket t (one line, device-mapped).
+__device__ __forceinline__ unsigned char *staging(const queue_desc &q, u64 t, u32 line_shift) {
+	return reinterpret_cast<unsigned char *>(q.staging + ((t & (q.depth - 1)) << line_shift));
+}
+
+// prps returns PRP1 and PRP2 for a transfer of one line to or from t's
+// staging slot: a second page directly, or the slot's PRP list page.
+__device__ __forceinline__ void prps(const queue_desc &q, u64 t, u32 line_shift, u64 *prp1, u64 *prp2) {
+	const u64 pos = t & (q.depth - 1);
+	*prp1 = q.staging_dma + (pos << line_shift);
+	const u64 bytes = 1ull << line_shift;
+	if (bytes <= 4096) {
+		*prp2 = 0;
+	} else if (bytes <= 8192) {
+		*prp2 = *prp1 + 4096;
+	} else {
+		*prp2 = q.prp_list_dma + pos * 4096;
+	}
+}
+
+// harvest drains valid completions at the CQ head if the head lock is free.
+// For each: the result goes into the CID record and the CID turns Done (or
+// Free, if its submitter abandoned it). Then the CQ doorbell is rung once and
+// the SQ head moves to the last SQHD, opening the turns of the slots passed.
+// Returns the number of completions taken.
+__device__ __noinline__ u32 harvest(const queue_desc &q) {
+	u64 *lock = word(q, V::HeadLockOffset);
+	if (detail::ld_relaxed_gpu(lock) != 0 || atomicCAS(reinterpret_cast<unsigned long long *>(lock), 0ull, 1ull) != 0) {
+		return 0;
+	}
+	__threadfence();
+	const u64 mask = q.depth - 1;
+	const u32 sh = shift(q);
+	const u64 head = detail::ld_relaxed_gpu(word(q, V::CQHeadOffset));
+	const u32 *cq = reinterpret_cast<const u32 *>(q.cq);
+	u32 n = 0;
+	u32 last_sqhd = 0;
+	while (n < mask) {
+		const u64 p = head + n;
+		const u64 slot = p & mask;
+		const u32 dw3 = detail::ld_acquire_sys(cq + slot * 4 + 3);
+		const u32 expected = ((p >> sh) & 1) == 0 ? 1u : 0u;
+		if (((dw3 >> 16) & 1u) != expected) break;
+		const u32 dw0 = detail::ld_volatile_sys(cq + slot * 4 + 0);
+		const u32 dw2 = detail::ld_volatile_sys(cq + slot * 4 + 2);
+		const u64 cid = dw3 & 0xffffu;
+		last_sqhd = dw2 & 0xffffu;
+		if (cid < q.depth) {
+			u64 *rec = cid_record(q, cid);
+			const u64 result = (static_cast<u64>(dw0) << V::ResultDW0Shift) |
+			                   (static_cast<u64>(dw2 & 0xffffu) << V::ResultSQHDShift) |
+			                   (static_cast<u64>(dw3 >> 17) << V::ResultStatusShift);
+			detail::st_relaxed_gpu(rec + V::CIDResultOffset / 8, result);
+			__threadfence();
+			const u64 prev = atomicCAS(reinterpret_cast<unsigned long long *>(rec + V::CIDStateOffset / 8),
+			                           static_cast<unsigned long long>(V::CIDInFlight),
+			                           static_cast<unsigned long long>(V::CIDDone));
+			if (prev == V::CIDAbandoned) {
+				// Late completion of a command whose submitter gave up: the
+				// slot is free again.
+				detail::st_release_gpu(rec + V::CIDStateOffset / 8, static_cast<u64>(V::CIDFree));
+			}
+		}
+		n++;
+	}
+	if (n > 0) {
+		detail::st_relaxed_gpu(word(q, V::CQHeadOffset), head + n);
+		detail::st_release_sys(reinterpret_cast<u32 *>(q.cq_doorbell), static_cast<u32>((head + n) & mask));
+		// Move the SQ head to the last SQHD and open the next turn of every
+		// slot passed.
+		const u64 sqhead = detail::ld_relaxed_gpu(word(q, V::SQHeadOffset));
+		const u64 sqtail = detail::ld_acquire_gpu(word(q, V::SQTailOffset));
+		const u64 delta = (static_cast<u64>(last_sqhd) - sqhead) & mask;
+		if (delta != 0 && delta <= sqtail - sqhead) {
+			for (u64 v = sqhead; v < sqhead + delta; v++) {
+				detail::st_release_gpu(turn(q, v & mask), (v >> sh) + 1);
+			}
+			detail::st_relaxed_gpu(word(q, V::SQHeadOffset), sqhead + delta);
+		}
+	}
+	// As for the SQ doorbell: this holder's CQ doorbell must reach the host
+	// before the next holder's.
+	__threadfence_system();
+	atomicExch(reinterpret_cast<unsigned long long *>(lock), 0ull);
+	return n;
+}
+
+// reserve takes a ticket and waits until its slot may be used. Returns false
+// on timeout; the ticket is then lost and the queue needs a reset (the host
+// resets every queue after a failed launch).
+__device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket) {
+	const u64 t = atomicAdd(reinterpret_cast<unsigned long long *>(word(q, V::TicketOffset)), 1ull);
+	const u64 mask = q.depth - 1;
+	const u32 sh = shift(q);
+	const u64 pos = t & mask;
+	const u64 next = t + 1;
+	detail::backoff b;
+	for (u32 i = 0;; i++) {
+		if (detail::ld_acquire_gpu(turn(q, pos)) == (t >> sh) &&
+		    detail::ld_acquire_gpu(cid_record(q, pos) + V::CIDStateOffset / 8) == V::CIDFree &&
+		    detail::ld_acquire_gpu(turn(q, next & mask)) >= (next >> sh)) {
+			break;
+		}
+		if (harvest(q) > 0) continue;
+		if ((i & 7) == 7 && detail::globaltimer() > deadline) return false;
+		b.pause();
+	}
+	detail::st_relaxed_gpu(cid_record(q, pos) + V::CIDStateOffset / 8, static_cast<u64>(V::CIDInFlight));
+	*ticket = t;
+	return true;
+}
+
+// issue writes the command of ticket t into its SQ slot (CID = position),
+// marks the slot and moves the SQ tail over every marked slot, ringing the
+// doorbell once per batch (vq's tail-lock protocol).
+__device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
+	const u64 mask = q.depth - 1;
+	const u64 pos = t & mask;
+	cmd.dw[0] = (cmd.dw[0] & 0xffffu) | (static_cast<u32>(pos) << 16);
+	uint4 *sqe = reinterpret_cast<uint4 *>(q.sq + pos * 64);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(sqe + i), "r"(cmd.dw[4 * i]),
+		             "r"(cmd.dw[4 * i + 1]), "r"(cmd.dw[4 * i + 2]), "r"(cmd.dw[4 * i + 3])
+		             : "memory");
+	}
+	// The SQE (and any staging data written before) must be visible to the
+	// host before anyone rings a doorbell that covers it.
+	__threadfence_system();
+	detail::st_release_gpu(marker(q, pos), t + 1);
+	u64 *lock = word(q, V::TailLockOffset);
+	for (;;) {
+		if (atomicCAS(reinterpret_cast<unsigned long long *>(lock), 0ull, 1ull) != 0) return;
+		__threadfence();
+		const u64 start = detail::ld_relaxed_gpu(word(q, V::SQTailOffset));
+		u64 tail = start;
+		while (detail::ld_acquire_gpu(marker(q, tail & mask)) == tail + 1) tail++;
+		if (tail != start) {
+			detail::st_release_gpu(word(q, V::SQTailOffset), tail);
+			// Cumulativity: the markers we read were released after their
+			// SQEs were fenced at system scope; this fence orders all of
+			// them before the doorbell store.
+			__threadfence_system();
+			detail::st_release_sys(reinterpret_cast<u32 *>(q.sq_doorbell), static_cast<u32>(tail & mask));
+		}
+		// The doorbell store must reach the host before the next holder's:
+		// two holders on different multiprocessors could otherwise have
+		// their doorbells arrive out of order and the controller would see
+		// the tail move backwards. A gpu-scope fence does not order a store
+		// to host memory for the host.
+		__threadfence_system();
+		atomicExch(reinterpret_cast<unsigned long long *>(lock), 0ull);
+		if (detail::ld_acquire_gpu(marker(q, tail & mask)) != tail + 1) return;
+	}
+}
+
+// wait polls t's CID record (helping to harvest) until its completion
+// arrives; *status receives the 15-bit NVMe status. Returns false on
+// timeout: the CID is abandoned and freed when its completion comes.
+__device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *status) {
+	u64 *state = cid_record(q, t & (q.depth - 1)) + V::CIDStateOffset / 8;
+	detail::backoff b;
+	for (u32 i = 0;; i++) {
+		if (detail::ld_acquire_gpu(state) == V::CIDDone) break;
+		if (harvest(q) > 0) continue;
+		if ((i & 7) == 7 && detail::globaltimer() > deadline) {
+			if (atomicCAS(reinterpret_cast<unsigned long long *>(state), static_cast<unsigned long long>(V::CIDInFlight),
+			              static_cast<unsigned long long>(V::CIDAbandoned)) == V::CIDInFlight) {
+				*status = status_timeout;
+				return false;
+			}
+			break;  // it completed meanwhile
+		}
+		b.pause();
+	}
+	const u64 result = detail::ld_relaxed_gpu(cid_record(q, t & (q.depth - 1)) + V::CIDResultOffset / 8);
+	*status = static_cast<u32>(result >> V::ResultStatusShift) & 0x7fffu;
+	return true;
+}
+
+// retire frees t's slot and CID for ticket t + depth.
+__device__ __forceinline__ void retire(const queue_desc &q, u64 t) {
+	detail::st_release_gpu(cid_record(q, t & (q.depth - 1)) + V::CIDStateOffset / 8, static_cast<u64>(V::CIDFree));
+}
+
+// status_ok reports success (SCT 0, SC 0; DNR, CRD and M ignored).
+__device__ __forceinline__ bool status_ok(u32 status) { return (status & 0x7ffu) == 0; }
+
+}  // namespace queue
+}  // namespace bam
+
+#endif  // BAM_QUEUE_CUH
