@@ -8,7 +8,9 @@ import (
 	"sync"
 
 	"github.com/bam-go/bam/internal/cpuengine"
+	"github.com/bam-go/bam/internal/cuda"
 	"github.com/bam-go/bam/internal/engine"
+	"github.com/bam-go/bam/internal/gpuengine"
 )
 
 // ErrEngineUnavailable is returned when Options.Engine names an engine this
@@ -36,9 +38,23 @@ type dataPath struct {
 // checkEngine fails early for an engine that cannot run here.
 func checkEngine(o Options) error {
 	if o.Engine == EngineGPU {
-		return fmt.Errorf("%w: the GPU engine is not available in this build; use EngineCPU or EngineAuto", ErrEngineUnavailable)
+		if err := cuda.Available(); err != nil {
+			return fmt.Errorf("%w: GPU engine: %w", ErrEngineUnavailable, err)
+		}
 	}
 	return nil
+}
+
+// useGPU reports whether the store runs on the GPU engine: always for
+// EngineGPU, for EngineAuto when a GPU and driver are present.
+func useGPU(o Options) bool {
+	switch o.Engine {
+	case EngineGPU:
+		return true
+	case EngineAuto:
+		return cuda.Available() == nil
+	}
+	return false
 }
 
 // engine returns the store's engine, starting it on first use.
@@ -54,10 +70,45 @@ func (s *Store) engine() (engine.Engine, error) {
 	if err := checkEngine(s.opts); err != nil {
 		return nil, err
 	}
+	if useGPU(s.opts) {
+		g, err := gpuengine.New(gpuengine.Config{
+			LineSize:   int(s.lineSize),
+			CacheBytes: uint64(s.opts.CacheBytes),
+			QueuePairs: s.opts.QueuePairs,
+			QueueDepth: s.opts.QueueDepth,
+			Logger:     s.log,
+		}, s.dataNamespaces())
+		switch {
+		case err == nil:
+			// Replicated objects go to a small CPU engine beside the GPU
+			// one (objects never share lines, so the two caches never
+			// hold the same line).
+			r := &layoutRouter{gpu: gpuengine.NewObjects(g, "gpu"), startCPU: func() (*cpuengine.Engine, error) {
+				return s.startCPU(max(s.opts.CacheBytes/8, 4<<20))
+			}}
+			s.data.eng = r
+			s.log.Info("started engine", "engine", "gpu", "sets", g.Sets(), "ways", g.Config().Ways, "line_size", s.lineSize)
+			return r, nil
+		case s.opts.Engine == EngineGPU:
+			return nil, fmt.Errorf("%w: start GPU engine: %w", ErrEngineUnavailable, err)
+		default:
+			s.log.Warn("GPU engine unavailable; using the CPU engine", "err", err)
+		}
+	}
+	e, err := s.startCPU(s.opts.CacheBytes)
+	if err != nil {
+		return nil, err
+	}
+	s.data.eng, s.data.cpu = e, e
+	return e, nil
+}
+
+// startCPU starts a CPU engine with a cache of cacheBytes.
+func (s *Store) startCPU(cacheBytes int64) (*cpuengine.Engine, error) {
 	e, err := cpuengine.New(cpuengine.Config{
 		Namespaces:    s.dataNamespaces(),
 		LineSize:      int(s.lineSize),
-		CacheBytes:    s.opts.CacheBytes,
+		CacheBytes:    cacheBytes,
 		QueuePairs:    s.opts.QueuePairs,
 		QueueDepth:    s.opts.QueueDepth,
 		Parallelism:   s.opts.Workers,
@@ -67,7 +118,6 @@ func (s *Store) engine() (engine.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bam: start CPU engine: %w", err)
 	}
-	s.data.eng, s.data.cpu = e, e
 	s.log.Info("started engine", "engine", e.Name(), "sets", e.Config().Sets, "ways", e.Config().Ways,
 		"line_size", s.lineSize, "host_tier_bytes", s.opts.HostTierBytes)
 	return e, nil

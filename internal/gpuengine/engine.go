@@ -473,6 +473,7 @@ type Stats struct {
 	WriteBacks uint64 // lines written to storage
 	Commands   uint64 // NVMe commands submitted
 	Retries    uint64 // acquires restarted after a tag changed under them
+	Acquires   uint64 // line acquisitions, one per coalesced group
 	LineSize   int
 	Target     nvme.TargetStats
 }
@@ -491,7 +492,7 @@ func (e *Engine) Stats() (Stats, error) {
 	}
 	return Stats{
 		Misses: sum[StatMisses], Fills: sum[StatFills], WriteBacks: sum[StatWriteBacks],
-		Commands: sum[StatCommands], Retries: sum[StatRetries], LineSize: e.cfg.LineSize,
+		Commands: sum[StatCommands], Retries: sum[StatRetries], Acquires: sum[StatAcquires], LineSize: e.cfg.LineSize,
 		Target: e.target.Stats(),
 	}, nil
 }

@@ -68,6 +68,7 @@ const (
 	StatWriteBacks = 3
 	StatCommands   = 4
 	StatRetries    = 5
+	StatAcquires   = 6
 
 	// Victim policies.
 	PolicyClock      = 0
@@ -135,6 +136,7 @@ func Layout() layout.Group {
 			c("StatWriteBacks", StatWriteBacks, "Counter: lines written back."),
 			c("StatCommands", StatCommands, "Counter: NVMe commands."),
 			c("StatRetries", StatRetries, "Counter: acquire retries."),
+			c("StatAcquires", StatAcquires, "Counter: line acquisitions (one per coalesced group)."),
 			c("PolicyClock", PolicyClock, "Victim policy: clock."),
 			c("PolicyRoundRobin", PolicyRoundRobin, "Victim policy: round robin."),
 		},

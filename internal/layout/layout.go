@@ -59,8 +59,9 @@ func isIdent(s string) bool {
 
 // WriteHeader renders groups as a C++ header: #pragma once, a "generated, do
 // not edit" line naming generator, and one namespace bam::layout::<group>
-// per group holding `inline constexpr std::uint64_t` values in the order
-// given.
+// per group holding `inline constexpr unsigned long long` values in the
+// order given. The header includes nothing, so it compiles under NVRTC,
+// which has no standard library headers.
 func WriteHeader(w io.Writer, generator string, groups []Group) error {
 	names := make(map[string]bool, len(groups))
 	for _, g := range groups {
@@ -79,8 +80,6 @@ func WriteHeader(w io.Writer, generator string, groups []Group) error {
 	fmt.Fprintln(bw, "// constants are the definition; edit them and run `go generate ./internal/layout`.")
 	fmt.Fprintln(bw, "#pragma once")
 	fmt.Fprintln(bw)
-	fmt.Fprintln(bw, "#include <cstdint>")
-	fmt.Fprintln(bw)
 	fmt.Fprintln(bw, "namespace bam::layout {")
 	for _, g := range groups {
 		fmt.Fprintln(bw)
@@ -88,7 +87,7 @@ func WriteHeader(w io.Writer, generator string, groups []Group) error {
 		fmt.Fprintf(bw, "namespace %s {\n", g.Name)
 		for _, c := range g.Consts {
 			writeComment(bw, "", c.Doc)
-			fmt.Fprintf(bw, "inline constexpr std::uint64_t %s = %dull;\n", c.Name, c.Value)
+			fmt.Fprintf(bw, "inline constexpr unsigned long long %s = %dull;\n", c.Name, c.Value)
 		}
 		fmt.Fprintf(bw, "}  // namespace %s\n", g.Name)
 	}

@@ -21,8 +21,8 @@ func TestWriteHeader(t *testing.T) {
 		"#pragma once\n",
 		"namespace bam::layout {\n",
 		"/// A demo region.\nnamespace demo {\n",
-		"/// Head word.\ninline constexpr std::uint64_t HeadOffset = 128ull;\n",
-		"inline constexpr std::uint64_t Stride = 8ull;\n",
+		"/// Head word.\ninline constexpr unsigned long long HeadOffset = 128ull;\n",
+		"inline constexpr unsigned long long Stride = 8ull;\n",
 		"}  // namespace demo\n",
 	} {
 		if !strings.Contains(out, want) {

@@ -87,6 +87,13 @@ __device__ __forceinline__ void store_line(unsigned char *p, const T &v) {
 
 }  // namespace detail
 
+// count_groups adds the warp's number of line acquisitions to the
+// statistics with one atomic per warp access.
+__device__ __forceinline__ void count_groups(const array_desc &d, u32 active, const coalesce::group &g) {
+	const u32 leaders = __ballot_sync(active, g.is_leader());
+	if ((threadIdx.x & 31) == static_cast<u32>(__ffs(active) - 1)) detail::count(d, layout::engine::StatAcquires, __popc(leaders));
+}
+
 template <typename T>
 class array {
    public:
@@ -113,11 +120,13 @@ class array {
 		const u64 per = elems_per_line();
 		const u64 line = i / per;
 		const u64 off = (i - line * per) * sizeof(T);
-		const coalesce::group g = coalesce::by(__activemask(), line);
+		const u32 active = __activemask();
+		const coalesce::group g = coalesce::by(active, line);
+		count_groups(d, active, g);
 		u64 way = 0;
 		u32 ok = 0;
 		if (g.is_leader()) {
-			const cache::handle h = cache::acquire(d, cache::locate(d, line), g.count, i);
+			const cache::handle h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
 			way = h.way;
 			ok = h.ok;
 		}
@@ -141,11 +150,13 @@ class array {
 		const u64 per = elems_per_line();
 		const u64 line = i / per;
 		const u64 off = (i - line * per) * sizeof(T);
-		const coalesce::group g = coalesce::by(__activemask(), line);
+		const u32 active = __activemask();
+		const coalesce::group g = coalesce::by(active, line);
+		count_groups(d, active, g);
 		u64 way = 0;
 		u32 ok = 0;
 		if (g.is_leader()) {
-			const cache::handle h = cache::acquire(d, cache::locate(d, line), g.count, i);
+			const cache::handle h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
 			way = h.way;
 			ok = h.ok;
 		}
@@ -198,10 +209,11 @@ class array_ref {
 		if (need) {
 			drop(movers);
 			const coalesce::group g = coalesce::by(movers, line);
+			count_groups(d, movers, g);
 			u64 way = 0;
 			u32 ok = 0;
 			if (g.is_leader()) {
-				const cache::handle h = cache::acquire(d, cache::locate(d, line), g.count, i);
+				const cache::handle h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
 				way = h.way;
 				ok = h.ok;
 			}

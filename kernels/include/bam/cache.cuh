@@ -379,6 +379,27 @@ __device__ __noinline__ handle acquire(const array_desc &d, const where &w, u32 
 	}
 }
 
+// acquire_hit is the inlined hit path of acquire: scan the set, take the
+// references, and return if the line is resident; anything else (a miss, a
+// fill in flight, a tag changing under us) goes to the full protocol.
+__device__ __forceinline__ handle acquire_hit(const array_desc &d, const where &w, u32 n, u64 index) {
+	const u64 K = d.ways;
+	const u64 base = set_of(w.tag, d.sets) * K;
+	for (u64 k = 0; k < K; k++) {
+		const u64 g = base + k;
+		if (detail::ld_relaxed_gpu(tag_at(d, g)) != w.tag) continue;
+		const u32 old = atomicAdd(state_at(d, g), n);
+		__threadfence();
+		if ((old & state_valid) && !(old & state_busy) && detail::ld_relaxed_gpu(tag_at(d, g)) == w.tag) {
+			if (detail::ld_relaxed_gpu(clock_at(d, g)) == 0) detail::st_relaxed_gpu(clock_at(d, g), 1u);
+			return handle{g, true};
+		}
+		atomicSub(state_at(d, g), n);
+		break;
+	}
+	return acquire(d, w, n, index);
+}
+
 // release drops n references; a writer marks the line dirty first, after
 // its stores (so Flush never clears DIRTY over an unwritten store).
 __device__ __forceinline__ void release(const array_desc &d, u64 g, u32 n, bool dirty) {

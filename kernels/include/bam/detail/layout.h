@@ -4,8 +4,6 @@
 // constants are the definition; edit them and run `go generate ./internal/layout`.
 #pragma once
 
-#include <cstdint>
-
 namespace bam::layout {
 
 /// Queue-pair metadata region of package vq (one per NVMe queue pair), 64-bit words accessed
@@ -15,50 +13,50 @@ namespace bam::layout {
 /// rounded up to SectorBytes.
 namespace vq {
 /// Padding unit of hot atomics; the region is aligned to it.
-inline constexpr std::uint64_t SectorBytes = 128ull;
+inline constexpr unsigned long long SectorBytes = 128ull;
 /// Next SQ ticket (fetch-add); position = ticket % depth, turn = ticket / depth.
-inline constexpr std::uint64_t TicketOffset = 0ull;
+inline constexpr unsigned long long TicketOffset = 0ull;
 /// Virtual SQ tail, written only by the tail-lock holder.
-inline constexpr std::uint64_t SQTailOffset = 128ull;
+inline constexpr unsigned long long SQTailOffset = 128ull;
 /// Tail lock word: 0 free, 1 held; taken with compare-and-swap, never waited on.
-inline constexpr std::uint64_t TailLockOffset = 256ull;
+inline constexpr unsigned long long TailLockOffset = 256ull;
 /// Virtual SQ head learned from CQE.SQHD, written only by the head-lock holder.
-inline constexpr std::uint64_t SQHeadOffset = 384ull;
+inline constexpr unsigned long long SQHeadOffset = 384ull;
 /// Virtual CQ head, written only by the head-lock holder; expected phase at p is !((p / depth)
 /// & 1).
-inline constexpr std::uint64_t CQHeadOffset = 512ull;
+inline constexpr unsigned long long CQHeadOffset = 512ull;
 /// CQ head lock word: 0 free, 1 held; taken with compare-and-swap, never waited on.
-inline constexpr std::uint64_t HeadLockOffset = 640ull;
+inline constexpr unsigned long long HeadLockOffset = 640ull;
 /// Poller token: 0 none, 1 one waiter polls the CQ on behalf of sleeping waiters.
-inline constexpr std::uint64_t PollerOffset = 768ull;
+inline constexpr unsigned long long PollerOffset = 768ull;
 /// Size of the header; the turn counter array starts here.
-inline constexpr std::uint64_t HeaderBytes = 896ull;
+inline constexpr unsigned long long HeaderBytes = 896ull;
 /// Bytes per SQ slot turn counter (occupants of the slot consumed by the controller).
-inline constexpr std::uint64_t TurnStride = 8ull;
+inline constexpr unsigned long long TurnStride = 8ull;
 /// Bytes per SQ slot tail marker (ticket + 1 of the command written there).
-inline constexpr std::uint64_t TailMarkerStride = 8ull;
+inline constexpr unsigned long long TailMarkerStride = 8ull;
 /// Bytes per CID record (state word, result word).
-inline constexpr std::uint64_t CIDRecordBytes = 16ull;
+inline constexpr unsigned long long CIDRecordBytes = 16ull;
 /// Offset of the state word within a CID record.
-inline constexpr std::uint64_t CIDStateOffset = 0ull;
+inline constexpr unsigned long long CIDStateOffset = 0ull;
 /// Offset of the result word within a CID record.
-inline constexpr std::uint64_t CIDResultOffset = 8ull;
+inline constexpr unsigned long long CIDResultOffset = 8ull;
 /// Bit position of CQE dword 0 (32 bits) in the result word.
-inline constexpr std::uint64_t ResultDW0Shift = 0ull;
+inline constexpr unsigned long long ResultDW0Shift = 0ull;
 /// Bit position of CQE SQHD (16 bits) in the result word.
-inline constexpr std::uint64_t ResultSQHDShift = 32ull;
+inline constexpr unsigned long long ResultSQHDShift = 32ull;
 /// Bit position of the 15-bit NVMe status in the result word.
-inline constexpr std::uint64_t ResultStatusShift = 48ull;
+inline constexpr unsigned long long ResultStatusShift = 48ull;
 /// CID state: in the free pool.
-inline constexpr std::uint64_t CIDFree = 0ull;
+inline constexpr unsigned long long CIDFree = 0ull;
 /// CID state: owned by a submitter that polls for its completion.
-inline constexpr std::uint64_t CIDInFlight = 1ull;
+inline constexpr unsigned long long CIDInFlight = 1ull;
 /// CID state: owned by a submitter sleeping until woken by the harvester.
-inline constexpr std::uint64_t CIDParked = 2ull;
+inline constexpr unsigned long long CIDParked = 2ull;
 /// CID state: completion recorded and the CQ head has passed its entry.
-inline constexpr std::uint64_t CIDDone = 3ull;
+inline constexpr unsigned long long CIDDone = 3ull;
 /// CID state: submitter timed out; the CID is quarantined until its completion arrives.
-inline constexpr std::uint64_t CIDAbandoned = 4ull;
+inline constexpr unsigned long long CIDAbandoned = 4ull;
 }  // namespace vq
 
 /// Metadata region of package gpucache (one per cache of N sets x K ways), accessed with
@@ -70,174 +68,176 @@ inline constexpr std::uint64_t CIDAbandoned = 4ull;
 /// protocol is described in gpucache/doc.go.
 namespace gpucache {
 /// Alignment of the region and of each array in it.
-inline constexpr std::uint64_t SectorBytes = 128ull;
+inline constexpr unsigned long long SectorBytes = 128ull;
 /// Bytes per set record.
-inline constexpr std::uint64_t SetStride = 64ull;
+inline constexpr unsigned long long SetStride = 64ull;
 /// uint32 set lock within a set record: LockFree or LockHeld; compare-and-swap try-lock, never
 /// held across I/O.
-inline constexpr std::uint64_t SetLockOffset = 0ull;
+inline constexpr unsigned long long SetLockOffset = 0ull;
 /// uint32 clock hand within a set record (next way to consider); written by the lock holder
 /// only.
-inline constexpr std::uint64_t SetHandOffset = 4ull;
+inline constexpr unsigned long long SetHandOffset = 4ull;
 /// Bytes per tag and per write-back tag.
-inline constexpr std::uint64_t TagBytes = 8ull;
+inline constexpr unsigned long long TagBytes = 8ull;
 /// Bytes per way record; the hot state word gets a 32-byte sector of its own.
-inline constexpr std::uint64_t WayStride = 32ull;
+inline constexpr unsigned long long WayStride = 32ull;
 /// uint32 state word within a way record: VALID|BUSY|DIRTY bits and the reference count.
-inline constexpr std::uint64_t WayStateOffset = 0ull;
+inline constexpr unsigned long long WayStateOffset = 0ull;
 /// uint32 clock reference bit within a way record: set to 1 by hits, cleared by the passing
 /// hand.
-inline constexpr std::uint64_t WayClockOffset = 4ull;
+inline constexpr unsigned long long WayClockOffset = 4ull;
 /// uint32 fill status within a way record: StatusOK, StatusFillFailed or StatusFillAborted.
-inline constexpr std::uint64_t WayStatusOffset = 8ull;
+inline constexpr unsigned long long WayStatusOffset = 8ull;
 /// Width of the reference count in the low bits of the state word.
-inline constexpr std::uint64_t StateRefBits = 29ull;
+inline constexpr unsigned long long StateRefBits = 29ull;
 /// Mask of the reference count; acquire n references with fetch_add(n).
-inline constexpr std::uint64_t StateRefMask = 536870911ull;
+inline constexpr unsigned long long StateRefMask = 536870911ull;
 /// Bit position of DIRTY: the line must be written back before it is dropped.
-inline constexpr std::uint64_t StateDirtyBit = 29ull;
+inline constexpr unsigned long long StateDirtyBit = 29ull;
 /// Bit position of BUSY: one owner is filling, evicting or writing back the way.
-inline constexpr std::uint64_t StateBusyBit = 30ull;
+inline constexpr unsigned long long StateBusyBit = 30ull;
 /// Bit position of VALID: the line holds the data of the way's tag.
-inline constexpr std::uint64_t StateValidBit = 31ull;
+inline constexpr unsigned long long StateValidBit = 31ull;
 /// Set lock value: free.
-inline constexpr std::uint64_t LockFree = 0ull;
+inline constexpr unsigned long long LockFree = 0ull;
 /// Set lock value: held.
-inline constexpr std::uint64_t LockHeld = 1ull;
+inline constexpr unsigned long long LockHeld = 1ull;
 /// Fill status: no failed fill.
-inline constexpr std::uint64_t StatusOK = 0ull;
+inline constexpr unsigned long long StatusOK = 0ull;
 /// Fill status: storage failed the fill; waiters on the tag receive the error.
-inline constexpr std::uint64_t StatusFillFailed = 1ull;
+inline constexpr unsigned long long StatusFillFailed = 1ull;
 /// Fill status: the filler gave up (cancelled or timed out); waiters retry the miss themselves.
-inline constexpr std::uint64_t StatusFillAborted = 2ull;
+inline constexpr unsigned long long StatusFillAborted = 2ull;
 /// Reserved tag of an unused tag slot or idle write-back slot.
-inline constexpr std::uint64_t TagEmpty = 18446744073709551615ull;
+inline constexpr unsigned long long TagEmpty = 18446744073709551615ull;
 /// Bit position of the namespace in a tag; the line index is below it.
-inline constexpr std::uint64_t TagNamespaceShift = 56ull;
+inline constexpr unsigned long long TagNamespaceShift = 56ull;
 /// Mask of the line index in a tag.
-inline constexpr std::uint64_t TagLineMask = 72057594037927935ull;
+inline constexpr unsigned long long TagLineMask = 72057594037927935ull;
 /// Set of a tag = ((tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul) mod N,
 /// wrapping 64-bit arithmetic.
-inline constexpr std::uint64_t SetHashMul = 11400714819323198485ull;
+inline constexpr unsigned long long SetHashMul = 11400714819323198485ull;
 /// Smallest line size in bytes (power of two).
-inline constexpr std::uint64_t MinLineSize = 512ull;
+inline constexpr unsigned long long MinLineSize = 512ull;
 /// Largest line size in bytes (power of two).
-inline constexpr std::uint64_t MaxLineSize = 65536ull;
+inline constexpr unsigned long long MaxLineSize = 65536ull;
 /// Largest associativity K.
-inline constexpr std::uint64_t MaxWays = 64ull;
+inline constexpr unsigned long long MaxWays = 64ull;
 }  // namespace gpucache
 
 /// Descriptors of package internal/gpuengine passed to kernels: records of 64-bit words in
 /// device memory.
 namespace engine {
 /// Array descriptor: gpucache metadata region.
-inline constexpr std::uint64_t ArrayCacheMetaOffset = 0ull;
+inline constexpr unsigned long long ArrayCacheMetaOffset = 0ull;
 /// Array descriptor: cache line data.
-inline constexpr std::uint64_t ArrayCacheDataOffset = 8ull;
+inline constexpr unsigned long long ArrayCacheDataOffset = 8ull;
 /// Array descriptor: sets N.
-inline constexpr std::uint64_t ArraySetsOffset = 16ull;
+inline constexpr unsigned long long ArraySetsOffset = 16ull;
 /// Array descriptor: ways K.
-inline constexpr std::uint64_t ArrayWaysOffset = 24ull;
+inline constexpr unsigned long long ArrayWaysOffset = 24ull;
 /// Array descriptor: log2 line size.
-inline constexpr std::uint64_t ArrayLineShiftOffset = 32ull;
+inline constexpr unsigned long long ArrayLineShiftOffset = 32ull;
 /// Array descriptor: tag array offset in the metadata region.
-inline constexpr std::uint64_t ArrayTagsOffset = 40ull;
+inline constexpr unsigned long long ArrayTagsOffset = 40ull;
 /// Array descriptor: write-back tag array offset.
-inline constexpr std::uint64_t ArrayWBTagsOffset = 48ull;
+inline constexpr unsigned long long ArrayWBTagsOffset = 48ull;
 /// Array descriptor: way record array offset.
-inline constexpr std::uint64_t ArrayWaysRecOffset = 56ull;
+inline constexpr unsigned long long ArrayWaysRecOffset = 56ull;
 /// Array descriptor: queue descriptors.
-inline constexpr std::uint64_t ArrayQueuesOffset = 64ull;
+inline constexpr unsigned long long ArrayQueuesOffset = 64ull;
 /// Array descriptor: number of queues.
-inline constexpr std::uint64_t ArrayNQueuesOffset = 72ull;
+inline constexpr unsigned long long ArrayNQueuesOffset = 72ull;
 /// Array descriptor: error record.
-inline constexpr std::uint64_t ArrayErrorOffset = 80ull;
+inline constexpr unsigned long long ArrayErrorOffset = 80ull;
 /// Array descriptor: wait bound in nanoseconds.
-inline constexpr std::uint64_t ArrayTimeoutOffset = 88ull;
+inline constexpr unsigned long long ArrayTimeoutOffset = 88ull;
 /// Array descriptor: stripe width.
-inline constexpr std::uint64_t ArrayNNSOffset = 96ull;
+inline constexpr unsigned long long ArrayNNSOffset = 96ull;
 /// Array descriptor: first physical line per stripe member.
-inline constexpr std::uint64_t ArrayNSStartOffset = 104ull;
+inline constexpr unsigned long long ArrayNSStartOffset = 104ull;
 /// Array descriptor: namespace index per stripe member.
-inline constexpr std::uint64_t ArrayNSIndexOffset = 112ull;
+inline constexpr unsigned long long ArrayNSIndexOffset = 112ull;
 /// Array descriptor: log2 LBAs per line.
-inline constexpr std::uint64_t ArrayLBAShiftOffset = 120ull;
+inline constexpr unsigned long long ArrayLBAShiftOffset = 120ull;
 /// Array descriptor: element count.
-inline constexpr std::uint64_t ArrayElemCountOffset = 128ull;
+inline constexpr unsigned long long ArrayElemCountOffset = 128ull;
 /// Array descriptor: element size.
-inline constexpr std::uint64_t ArrayElemSizeOffset = 136ull;
+inline constexpr unsigned long long ArrayElemSizeOffset = 136ull;
 /// Array descriptor: statistics counters.
-inline constexpr std::uint64_t ArrayStatsOffset = 144ull;
+inline constexpr unsigned long long ArrayStatsOffset = 144ull;
 /// Array descriptor: victim policy.
-inline constexpr std::uint64_t ArrayPolicyOffset = 152ull;
+inline constexpr unsigned long long ArrayPolicyOffset = 152ull;
 /// Size of the array descriptor.
-inline constexpr std::uint64_t ArrayDescBytes = 160ull;
+inline constexpr unsigned long long ArrayDescBytes = 160ull;
 /// Queue descriptor: vq metadata region.
-inline constexpr std::uint64_t QueueMetaOffset = 0ull;
+inline constexpr unsigned long long QueueMetaOffset = 0ull;
 /// Queue descriptor: SQ ring.
-inline constexpr std::uint64_t QueueSQOffset = 8ull;
+inline constexpr unsigned long long QueueSQOffset = 8ull;
 /// Queue descriptor: CQ ring.
-inline constexpr std::uint64_t QueueCQOffset = 16ull;
+inline constexpr unsigned long long QueueCQOffset = 16ull;
 /// Queue descriptor: SQ tail doorbell.
-inline constexpr std::uint64_t QueueSQDoorbellOffset = 24ull;
+inline constexpr unsigned long long QueueSQDoorbellOffset = 24ull;
 /// Queue descriptor: CQ head doorbell.
-inline constexpr std::uint64_t QueueCQDoorbellOffset = 32ull;
+inline constexpr unsigned long long QueueCQDoorbellOffset = 32ull;
 /// Queue descriptor: depth.
-inline constexpr std::uint64_t QueueDepthOffset = 40ull;
+inline constexpr unsigned long long QueueDepthOffset = 40ull;
 /// Queue descriptor: staging slots (device-mapped).
-inline constexpr std::uint64_t QueueStagingOffset = 48ull;
+inline constexpr unsigned long long QueueStagingOffset = 48ull;
 /// Queue descriptor: staging DMA address.
-inline constexpr std::uint64_t QueueStagingDMAOffset = 56ull;
+inline constexpr unsigned long long QueueStagingDMAOffset = 56ull;
 /// Queue descriptor: PRP list pages DMA address.
-inline constexpr std::uint64_t QueuePRPListDMAOffset = 64ull;
+inline constexpr unsigned long long QueuePRPListDMAOffset = 64ull;
 /// Queue descriptor: queue identifier.
-inline constexpr std::uint64_t QueueIDOffset = 72ull;
+inline constexpr unsigned long long QueueIDOffset = 72ull;
 /// Size of the queue descriptor.
-inline constexpr std::uint64_t QueueDescBytes = 80ull;
+inline constexpr unsigned long long QueueDescBytes = 80ull;
 /// Error record: code.
-inline constexpr std::uint64_t ErrorCodeOffset = 0ull;
+inline constexpr unsigned long long ErrorCodeOffset = 0ull;
 /// Error record: NVMe status.
-inline constexpr std::uint64_t ErrorStatusOffset = 4ull;
+inline constexpr unsigned long long ErrorStatusOffset = 4ull;
 /// Error record: element index or line.
-inline constexpr std::uint64_t ErrorIndexOffset = 8ull;
+inline constexpr unsigned long long ErrorIndexOffset = 8ull;
 /// Error record: LBA.
-inline constexpr std::uint64_t ErrorLBAOffset = 16ull;
+inline constexpr unsigned long long ErrorLBAOffset = 16ull;
 /// Error record: NSID.
-inline constexpr std::uint64_t ErrorNSIDOffset = 24ull;
+inline constexpr unsigned long long ErrorNSIDOffset = 24ull;
 /// Error record: failures recorded.
-inline constexpr std::uint64_t ErrorCountOffset = 32ull;
+inline constexpr unsigned long long ErrorCountOffset = 32ull;
 /// Size of the error record.
-inline constexpr std::uint64_t ErrorRecordBytes = 64ull;
+inline constexpr unsigned long long ErrorRecordBytes = 64ull;
 /// Error code: none.
-inline constexpr std::uint64_t ErrCodeNone = 0ull;
+inline constexpr unsigned long long ErrCodeNone = 0ull;
 /// Error code: failing NVMe status.
-inline constexpr std::uint64_t ErrCodeStatus = 1ull;
+inline constexpr unsigned long long ErrCodeStatus = 1ull;
 /// Error code: wait timed out.
-inline constexpr std::uint64_t ErrCodeTimeout = 2ull;
+inline constexpr unsigned long long ErrCodeTimeout = 2ull;
 /// Error code: index out of range.
-inline constexpr std::uint64_t ErrCodeOutOfRange = 3ull;
+inline constexpr unsigned long long ErrCodeOutOfRange = 3ull;
 /// Error code: every way of a set referenced.
-inline constexpr std::uint64_t ErrCodeCacheTooSmall = 4ull;
+inline constexpr unsigned long long ErrCodeCacheTooSmall = 4ull;
 /// Statistics slots (by SM).
-inline constexpr std::uint64_t StatsSlots = 64ull;
+inline constexpr unsigned long long StatsSlots = 64ull;
 /// Counters per statistics slot.
-inline constexpr std::uint64_t StatsCounters = 8ull;
+inline constexpr unsigned long long StatsCounters = 8ull;
 /// Counter: hits.
-inline constexpr std::uint64_t StatHits = 0ull;
+inline constexpr unsigned long long StatHits = 0ull;
 /// Counter: misses.
-inline constexpr std::uint64_t StatMisses = 1ull;
+inline constexpr unsigned long long StatMisses = 1ull;
 /// Counter: lines filled.
-inline constexpr std::uint64_t StatFills = 2ull;
+inline constexpr unsigned long long StatFills = 2ull;
 /// Counter: lines written back.
-inline constexpr std::uint64_t StatWriteBacks = 3ull;
+inline constexpr unsigned long long StatWriteBacks = 3ull;
 /// Counter: NVMe commands.
-inline constexpr std::uint64_t StatCommands = 4ull;
+inline constexpr unsigned long long StatCommands = 4ull;
 /// Counter: acquire retries.
-inline constexpr std::uint64_t StatRetries = 5ull;
+inline constexpr unsigned long long StatRetries = 5ull;
+/// Counter: line acquisitions (one per coalesced group).
+inline constexpr unsigned long long StatAcquires = 6ull;
 /// Victim policy: clock.
-inline constexpr std::uint64_t PolicyClock = 0ull;
+inline constexpr unsigned long long PolicyClock = 0ull;
 /// Victim policy: round robin.
-inline constexpr std::uint64_t PolicyRoundRobin = 1ull;
+inline constexpr unsigned long long PolicyRoundRobin = 1ull;
 }  // namespace engine
 
 }  // namespace bam::layout
