@@ -11,14 +11,15 @@ help: ## list the targets
 
 test: vet ## vet, race-checked tests, example smoke runs (CPU only; GPU tests skip)
 	$(GO) test -race -timeout 45m $(PKGS)
+	$(GO) run ./examples/graph demo --scale 14 --engine cpu
 
 vet: ## go vet and gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-demo: ## run the main job (GPU when present, else CPU) on a file-backed store
-	$(GO) run ./cmd/bam demo
+demo: ## generate a scale-20 Kronecker graph into a store, then BFS and CC (GPU when present, else CPU)
+	$(GO) run ./examples/graph demo
 
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,38 @@
+// Package graph keeps graphs in a bam store as compressed sparse rows and
+// runs breadth-first search and connected components over them with the
+// edges on storage.
+//
+// A graph called NAME is three arrays of the store: NAME.offsets (uint64,
+// one more than the vertices; the neighbours of v are edges
+// [offsets[v], offsets[v+1])), NAME.edges (uint32 vertex ids when the
+// graph has at most 2^32 vertices, uint64 otherwise) and, optionally,
+// NAME.weights (float32, one per edge). The offsets array's catalog
+// metadata records the vertex and edge counts, the id width and whether the
+// graph is directed, so a graph is self-describing.
+//
+// The package owns: building CSR from edge lists (parallel counting sort,
+// optional symmetrisation, self-loop and duplicate removal), the
+// generators (Kronecker with the Graph500/GAP parameters, uniform random),
+// the importers (SNAP text edge lists, Matrix Market coordinate files,
+// EMOGI/BaM .bel binary CSR, raw binary edge lists), the algorithms on the
+// CPU engine (reading neighbour lists through array.Array) and on the GPU
+// engine (kernels/graph.cu, edges through bam::array), the in-memory
+// baselines of benchmark G1, and the validators (BFS depths edge by edge,
+// components against a union-find).
+//
+// # Invariants
+//
+//   - Offsets are non-decreasing, start at 0 and end at the edge count;
+//     every edge names a vertex below the vertex count. Importers and Load
+//     check this and fail with an error wrapping ErrFormat otherwise.
+//   - Neighbour lists of built graphs are sorted ascending.
+//   - Generators are deterministic in (kind, scale, edge factor, seed):
+//     the result does not depend on the number of workers.
+//   - Component labels are canonical: the smallest vertex id of the
+//     component, so results of different engines compare bit for bit.
+//
+// The package must not reach below the store's public API for data-path
+// I/O on the CPU engine; the GPU path binds the store's arrays to a
+// gpuengine.Engine over the store's namespace files, and the baselines read
+// the namespace files directly, as a program without bam would.
+package graph

@@ -1,0 +1,398 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+	"unsafe"
+
+	"github.com/bam-go/bam"
+	"github.com/bam-go/bam/internal/cuda"
+	"github.com/bam-go/bam/internal/gpuengine"
+	"github.com/bam-go/bam/nvme"
+)
+
+// KernelFamily is the kernel family of kernels/graph.cu.
+const KernelFamily = "graph"
+
+// Placement is where the GPU kernels read the edges from.
+type Placement string
+
+// Placements.
+const (
+	// OnStorage reads edges through bam::array: the GPU cache, filled by
+	// NVMe commands GPU threads submit to the store's namespaces.
+	OnStorage Placement = "storage"
+	// InDevice keeps the edges in GPU memory (G1 baseline a).
+	InDevice Placement = "device"
+	// ZeroCopy keeps the edges in pinned host memory mapped into the GPU,
+	// read over PCIe by the kernels (EMOGI; G1 baseline b).
+	ZeroCopy Placement = "pinned"
+)
+
+// GPUOptions configure a GPU runner.
+type GPUOptions struct {
+	Device     int
+	CacheBytes uint64        // GPU cache for OnStorage (default 1/4 of the edges, at least 8 MiB)
+	QueuePairs int           // default gpuengine's
+	Timeout    time.Duration // per device wait (default gpuengine's)
+	// MaxBlocks caps the grid of the traversal kernels (blocks of 256
+	// threads). Default 132*8.
+	MaxBlocks uint32
+}
+
+// GPU runs BFS and CC on the GPU over one stored graph.
+type GPU[V VertexID] struct {
+	Info      Info
+	Offsets   []uint64
+	Placement Placement
+	// LoadTime is the time it took to put the edges in place: reading the
+	// namespace files into GPU or pinned memory (zero for OnStorage).
+	LoadTime time.Duration
+
+	eng    *gpuengine.Engine
+	cctx   *cuda.Context
+	mod    *cuda.Module
+	nss    []nvme.Namespace
+	arr    *gpuengine.Array
+	dEdges *cuda.DeviceMem
+	hEdges *cuda.HostMem
+	dOff   *cuda.DeviceMem
+	blocks uint32
+	vs     string // "u32" or "u64"
+}
+
+// OpenGPU prepares graph name of the directory store s (opened from dir)
+// for kernels reading the edges from placement. The store stays open; the
+// GPU engine reads the same namespace files.
+func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name string, placement Placement, opt GPUOptions) (_ *GPU[V], err error) {
+	if len(s.Options().Devices) > 0 {
+		return nil, errors.New("graph: the GPU runner serves directory stores only")
+	}
+	g, err := Load[V](ctx, s, name)
+	if err != nil {
+		return nil, err
+	}
+	r := &GPU[V]{Info: g.Info, Offsets: g.Offsets, Placement: placement, blocks: opt.MaxBlocks, vs: "u32"}
+	if g.IDBits == 64 {
+		r.vs = "u64"
+	}
+	if r.blocks == 0 {
+		r.blocks = 132 * 8
+	}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	for _, p := range NamespacePaths(dir, s) {
+		ns, err := nvme.OpenFileNamespace(p, nvme.FileOptions{LBASize: s.LBASize(), ReadOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		r.nss = append(r.nss, ns)
+	}
+	cache := opt.CacheBytes
+	if cache == 0 {
+		cache = g.EdgeBytes() / 4
+	}
+	if placement != OnStorage {
+		cache = 0
+	}
+	cache = max(cache, 8<<20)
+	r.eng, err = gpuengine.New(gpuengine.Config{Device: opt.Device, LineSize: s.LineSize(), CacheBytes: cache,
+		QueuePairs: opt.QueuePairs, Timeout: opt.Timeout}, r.nss)
+	if err != nil {
+		return nil, err
+	}
+	r.cctx = r.eng.Context()
+	if r.mod, err = r.eng.Module(KernelFamily); err != nil {
+		return nil, err
+	}
+	if r.dOff, err = upload(r.cctx, cuda.AsBytes(g.Offsets)); err != nil {
+		return nil, err
+	}
+	edgesObj := edgesName(name)
+	nbytes := g.EdgeBytes()
+	switch placement {
+	case OnStorage:
+		o, err := s.Object(edgesObj)
+		if err != nil {
+			return nil, err
+		}
+		r.arr, err = r.eng.Bind(stripeSpec(o, s))
+		if err != nil {
+			return nil, err
+		}
+	case InDevice:
+		t0 := time.Now()
+		host := make([]byte, nbytes)
+		if err := ReadObjectFiles(ctx, dir, s, edgesObj, host); err != nil {
+			return nil, err
+		}
+		if r.dEdges, err = upload(r.cctx, host); err != nil {
+			return nil, err
+		}
+		r.LoadTime = time.Since(t0)
+	case ZeroCopy:
+		t0 := time.Now()
+		if r.hEdges, err = r.cctx.AllocHost(max(nbytes, 8), cuda.HostAllocPortable|cuda.HostAllocDeviceMap); err != nil {
+			return nil, err
+		}
+		if err := ReadObjectFiles(ctx, dir, s, edgesObj, r.hEdges.Bytes()[:nbytes]); err != nil {
+			return nil, err
+		}
+		r.LoadTime = time.Since(t0)
+	default:
+		return nil, fmt.Errorf("graph: unknown placement %q (want storage, device or pinned)", placement)
+	}
+	return r, nil
+}
+
+// stripeSpec places an array object for the GPU engine: line j on
+// namespace j mod N at its extent's start plus j / N lines.
+func stripeSpec(o *bam.Object, s *bam.Store) gpuengine.ArraySpec {
+	info := o.Info()
+	lbasPerLine := uint64(info.LineSize / s.LBASize())
+	stripe := make([]gpuengine.StripeMember, s.NamespaceCount())
+	for i := range stripe {
+		stripe[i].Namespace = i
+	}
+	for _, e := range info.Extents {
+		if e.Namespace >= 0 && e.Namespace < len(stripe) {
+			stripe[e.Namespace].StartLine = e.StartLBA / lbasPerLine
+		}
+	}
+	return gpuengine.ArraySpec{Name: info.Name, ElemSize: uint64(info.ElemSize), Len: info.Length, Stripe: stripe}
+}
+
+func upload(c *cuda.Context, b []byte) (*cuda.DeviceMem, error) {
+	m, err := c.Alloc(uint64(max(len(b), 8)))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 0 {
+		if err := m.Write(0, b); err != nil {
+			m.Free()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// edgesArg is the kernel argument for the edges and the kernel suffix.
+func (r *GPU[V]) edgesArg() (cuda.Arg, string, error) {
+	switch r.Placement {
+	case OnStorage:
+		return r.arr.Arg(), "bam", nil
+	case InDevice:
+		return cuda.Ptr(r.dEdges.Ptr()), "mem", nil
+	default:
+		p, err := r.hEdges.DevicePtr()
+		return cuda.Ptr(p), "mem", err
+	}
+}
+
+func (r *GPU[V]) launch(ctx context.Context, name string, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
+	fn, err := r.mod.Function(name)
+	if err != nil {
+		return err
+	}
+	return r.eng.Launch(ctx, fn, cfg, args...)
+}
+
+// warps is a launch of one warp per item, capped for grid-stride kernels.
+func (r *GPU[V]) warps(n uint64) cuda.LaunchConfig { return cuda.Linear(n*32, 256, r.blocks) }
+
+// threads is a launch of one thread per item.
+func (r *GPU[V]) threads(n uint64) cuda.LaunchConfig { return cuda.Linear(n, 256, r.blocks*4) }
+
+// ColdCache empties the GPU cache (a cold start for measurements).
+func (r *GPU[V]) ColdCache(ctx context.Context) error {
+	if r.Placement != OnStorage {
+		return nil
+	}
+	return r.eng.Invalidate(ctx)
+}
+
+// CacheStats returns the GPU engine's counters.
+func (r *GPU[V]) CacheStats() (gpuengine.Stats, error) { return r.eng.Stats() }
+
+// BFS runs a breadth-first search from src on the GPU.
+func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
+	n := r.Info.N
+	if src >= n {
+		return nil, fmt.Errorf("graph: BFS source %d is not a vertex (graph has %d)", src, n)
+	}
+	var zero V
+	vsz := uint64(sizeOf(zero))
+	edges, kind, err := r.edgesArg()
+	if err != nil {
+		return nil, err
+	}
+	depth, err := r.cctx.Alloc(4 * n)
+	if err != nil {
+		return nil, err
+	}
+	defer depth.Free()
+	fa, err := r.cctx.Alloc(vsz * max(n, 1))
+	if err != nil {
+		return nil, err
+	}
+	defer fa.Free()
+	fb, err := r.cctx.Alloc(vsz * max(n, 1))
+	if err != nil {
+		return nil, err
+	}
+	defer fb.Free()
+	count, err := r.cctx.Alloc(8)
+	if err != nil {
+		return nil, err
+	}
+	defer count.Free()
+
+	start := time.Now()
+	if err := r.cctx.MemsetD32(depth.Ptr(), 0xffffffff, n); err != nil {
+		return nil, err
+	}
+	if err := depth.Write(4*src, make([]byte, 4)); err != nil {
+		return nil, err
+	}
+	s := [1]V{V(src)}
+	if err := fa.Write(0, cuda.AsBytes(s[:])); err != nil {
+		return nil, err
+	}
+	fn := fmt.Sprintf("graph_bfs_expand_%s_%s", r.vs, kind)
+	res := &BFSResult{Source: src}
+	nf := uint64(1)
+	cb := make([]byte, 8)
+	for level := uint32(0); nf > 0; level++ {
+		if err := count.Memset8(0); err != nil {
+			return nil, err
+		}
+		if err := r.launch(ctx, fn, r.warps(nf), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
+			cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+			return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
+		}
+		if err := count.Read(0, cb); err != nil {
+			return nil, err
+		}
+		nf = *(*uint64)(unsafe.Pointer(&cb[0]))
+		if nf > n {
+			return nil, fmt.Errorf("graph: GPU BFS level %d: frontier of %d vertices in a graph of %d", level, nf, n)
+		}
+		res.Levels++
+		fa, fb = fb, fa
+	}
+	res.Depth = make([]int32, n)
+	if err := depth.Read(0, cuda.AsBytes(res.Depth)); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	for _, d := range res.Depth {
+		if d >= 0 {
+			res.Reached++
+		}
+	}
+	res.EdgesTouched = EdgesTouchedFromDepth(r.Offsets, res.Depth)
+	return res, nil
+}
+
+// CC computes connected components on the GPU (Afforest, as CC).
+func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
+	n := r.Info.N
+	var zero V
+	vsz := uint64(sizeOf(zero))
+	edges, kind, err := r.edgesArg()
+	if err != nil {
+		return nil, err
+	}
+	comp, err := r.cctx.Alloc(vsz * max(n, 1))
+	if err != nil {
+		return nil, err
+	}
+	defer comp.Free()
+	start := time.Now()
+	off := cuda.Ptr(r.dOff.Ptr())
+	if err := r.launch(ctx, "graph_cc_init_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
+		return nil, err
+	}
+	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), r.threads(n), off, edges, cuda.U64(n),
+		cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
+		return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
+	}
+	if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
+		return nil, err
+	}
+	labels := make([]V, n)
+	skip := ^uint64(0)
+	if !r.Info.Directed && n > 0 {
+		if err := comp.Read(0, cuda.AsBytes(labels)); err != nil {
+			return nil, err
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		counts := map[uint64]int{}
+		best := 0
+		for range ccSamples {
+			c := uint64(labels[rng.Uint64N(n)])
+			if counts[c]++; counts[c] > best {
+				skip, best = c, counts[c]
+			}
+		}
+	}
+	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_rest_%s_%s", r.vs, kind), r.warps(n), off, edges, cuda.U64(n),
+		cuda.U32(ccSampleRounds), cuda.U64(skip), cuda.Ptr(comp.Ptr())); err != nil {
+		return nil, fmt.Errorf("graph: GPU CC second pass: %w", err)
+	}
+	if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
+		return nil, err
+	}
+	final := make([]V, n)
+	if err := comp.Read(0, cuda.AsBytes(final)); err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(start)
+	res := &CCResult{Comp: make([]uint64, n), Elapsed: elapsed}
+	for i, c := range final {
+		res.Comp[i] = uint64(c)
+	}
+	// what the kernels read: the first neighbours of every vertex, the
+	// rest of those outside the skipped component
+	for v := uint64(0); v < n; v++ {
+		d := r.Offsets[v+1] - r.Offsets[v]
+		res.EdgesTouched += min(d, ccSampleRounds)
+		if d > ccSampleRounds && (skip == ^uint64(0) || uint64(labels[v]) != skip) {
+			res.EdgesTouched += d - ccSampleRounds
+		}
+	}
+	res.Components, res.Largest = componentSizes(res.Comp)
+	return res, nil
+}
+
+// Close frees the device memory and stops the engine.
+func (r *GPU[V]) Close() error {
+	var errs []error
+	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dOff} {
+		if m != nil {
+			errs = append(errs, m.Free())
+		}
+	}
+	if r.hEdges != nil {
+		errs = append(errs, r.hEdges.Free())
+	}
+	if r.arr != nil {
+		r.arr.Unbind()
+	}
+	if r.mod != nil {
+		errs = append(errs, r.mod.Unload())
+	}
+	if r.eng != nil {
+		errs = append(errs, r.eng.Close())
+	}
+	for _, ns := range r.nss {
+		errs = append(errs, ns.Close())
+	}
+	return errors.Join(errs...)
+}

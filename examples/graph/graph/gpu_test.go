@@ -1,0 +1,119 @@
+package graph
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/bam-go/bam"
+	"github.com/bam-go/bam/internal/cuda/cudatest"
+)
+
+// TestGPUAgainstCPU runs BFS and CC on the GPU with the edges on storage
+// (a cache much smaller than the edges), in GPU memory and in pinned host
+// memory, and checks every result against the validators and the CPU
+// engine's results, for 32- and 64-bit ids and a directed graph.
+func TestGPUAgainstCPU(t *testing.T) {
+	cudatest.Device(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := bam.Create(ctx, dir, bam.CreateOptions{NamespaceSize: 256 << 20, Options: bam.Options{Engine: bam.EngineCPU}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	type tc struct {
+		name  string
+		kind  Kind
+		scale int
+		sym   bool
+		wide  bool
+	}
+	cases := []tc{
+		{"kron14", Kronecker, 14, true, false},
+		{"urand13", Uniform, 13, true, false},
+		{"kron12-directed", Kronecker, 12, false, false},
+		{"kron12-wide", Kronecker, 12, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.wide {
+				runGPUCase[uint64](t, ctx, dir, s, c.name, c.kind, c.scale, c.sym)
+			} else {
+				runGPUCase[uint32](t, ctx, dir, s, c.name, c.kind, c.scale, c.sym)
+			}
+		})
+	}
+}
+
+func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *bam.Store, name string, kind Kind, scale int, sym bool) {
+	el, err := Generate[V](ctx, GenOptions{Kind: kind, Scale: scale, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Build(ctx, el, BuildOptions{Symmetrize: sym})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(ctx, s, name, c, SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mem := InMemory(name, c)
+	src := uint64(0)
+	for c.Degree(src) < 2 {
+		src++
+	}
+	want, err := BFS(ctx, mem, src, AlgoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCC, err := CC(ctx, mem, AlgoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Placement{OnStorage, InDevice, ZeroCopy} {
+		t.Run(string(p), func(t *testing.T) {
+			var zero V
+			r, err := OpenGPU[V](ctx, dir, s, name, p, GPUOptions{CacheBytes: max(8<<20, uint64(len(c.Edges))*uint64(sizeOf(zero))/8)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := r.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			for run := 0; run < 2; run++ { // cold, then warm cache
+				got, err := r.BFS(ctx, src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ValidateBFS(ctx, mem, src, got.Depth, 0); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got.Depth, want.Depth) {
+					t.Fatal("GPU depths differ from the CPU's")
+				}
+				cc, err := r.CC(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ValidateCC(ctx, mem, cc.Comp); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(cc.Comp, wantCC.Comp) {
+					t.Fatal("GPU components differ from the CPU's")
+				}
+			}
+			if p == OnStorage {
+				st, err := r.CacheStats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Fills == 0 {
+					t.Fatalf("no cache fills counted: %+v", st)
+				}
+			}
+		})
+	}
+}

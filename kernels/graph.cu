@@ -1,0 +1,191 @@
+// graph.cu: breadth-first search and connected components over CSR graphs
+// (examples/graph). The offsets and per-vertex arrays live in GPU memory;
+// the edges array is read through an accessor, so one kernel body serves
+// three placements of the edges:
+//
+//	_bam  bam::array<V>: on storage, through the GPU cache (lanes grouped by
+//	      line, bam::array_ref holding a line across a lane's reads);
+//	_mem  const V*: device memory (G1 baseline a), or pinned host memory
+//	      mapped into the device (G1 baseline b, EMOGI's zero-copy).
+//
+// BFS is frontier based, one warp per frontier vertex, the 32 lanes reading
+// consecutive neighbours (coalesced), as BaM's best variant. CC is Afforest:
+// link every vertex to its first neighbours, compress, then link the
+// remaining neighbours of vertices outside the largest component (one warp
+// per vertex) and compress; links hook the larger root under the smaller,
+// so labels end as the smallest vertex id of each component.
+#include "bam/array.cuh"
+
+using bam::u32;
+using bam::u64;
+
+namespace {
+
+// Accessors: a reader per lane, created once per kernel thread.
+template <typename V>
+struct mem_reader {
+	const V *p;
+	__device__ explicit mem_reader(const V *q) : p(q) {}
+	__device__ __forceinline__ V operator[](u64 i) { return p[i]; }
+	__device__ __forceinline__ void release() {}
+};
+
+template <typename V>
+struct bam_reader {
+	bam::array_ref<V> ref;
+	__device__ explicit bam_reader(bam::array<V> a) : ref(a) {}
+	__device__ __forceinline__ V operator[](u64 i) { return ref[i]; }
+	__device__ __forceinline__ void release() { ref.release(); }
+};
+
+template <typename E>
+struct reader_of;
+template <typename V>
+struct reader_of<const V *> {
+	using type = mem_reader<V>;
+	using vertex = V;
+};
+template <typename V>
+struct reader_of<bam::array<V>> {
+	using type = bam_reader<V>;
+	using vertex = V;
+};
+
+// Single reads (no reuse expected): plain loads or a coalesced array read.
+template <typename V>
+__device__ __forceinline__ V read_one(const V *p, u64 i) { return p[i]; }
+template <typename V>
+__device__ __forceinline__ V read_one(bam::array<V> a, u64 i) { return a.read(i); }
+
+constexpr u32 unreached = 0xffffffffu;
+
+__device__ __forceinline__ u64 warp_id() { return bam::global_thread_id() / 32; }
+__device__ __forceinline__ u64 grid_warps() { return bam::grid_threads() / 32; }
+
+// bfs_expand: warp per frontier vertex; every lane reads neighbours
+// start+lane, start+lane+32, ... and claims unreached ones for the next
+// level. Appends to next are aggregated per warp (one atomicAdd).
+template <typename E>
+__device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ frontier,
+                           u64 n_frontier, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
+                           unsigned long long *__restrict__ next_len) {
+	using V = typename reader_of<E>::vertex;
+	const u32 lane = threadIdx.x & 31;
+	typename reader_of<E>::type rd(edges);
+	for (u64 w = warp_id(); w < n_frontier; w += grid_warps()) {
+		const u64 v = frontier[w];
+		const u64 start = offsets[v], end = offsets[v + 1];
+		for (u64 base = start; base < end; base += 32) {
+			const u64 i = base + lane;
+			bool claimed = false;
+			V u = 0;
+			if (i < end) {
+				u = rd[i];
+				if (depth[u] == unreached) claimed = atomicCAS(&depth[u], unreached, level + 1) == unreached;
+			}
+			const u32 mask = __ballot_sync(bam::full_warp_mask, claimed);
+			if (mask) {
+				unsigned long long at = 0;
+				if (lane == 0) at = atomicAdd(next_len, (unsigned long long)__popc(mask));
+				at = __shfl_sync(bam::full_warp_mask, at, 0);
+				if (claimed) next[at + __popc(mask & ((1u << lane) - 1))] = u;
+			}
+		}
+		rd.release();  // hold no line while idle: live references stay bounded by the active lists
+	}
+}
+
+// CC (Afforest) on labels of the vertex type.
+// Labels are read with volatile loads: other threads hook roots while a
+// link walks them.
+template <typename V>
+__device__ void cc_link(V *comp, u64 u, u64 v) {
+	const volatile V *vc = comp;
+	u64 p1 = vc[u], p2 = vc[v];
+	while (p1 != p2) {
+		const u64 high = p1 > p2 ? p1 : p2;
+		const u64 low = p1 + p2 - high;
+		const u64 ph = vc[high];
+		if (ph == low) return;
+		if (ph == high && (u64)atomicCAS(&comp[high], (V)high, (V)low) == high) return;
+		p1 = vc[vc[high]];
+		p2 = vc[low];
+	}
+}
+
+// cc_link_first: thread per vertex, link to neighbours 0..rounds-1.
+template <typename E>
+__device__ void cc_link_first(const u64 *__restrict__ offsets, E edges, u64 n, u32 rounds, typename reader_of<E>::vertex *comp) {
+	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) {
+		const u64 start = offsets[v], end = offsets[v + 1];
+		for (u32 r = 0; r < rounds && start + r < end; r++) {
+			cc_link(comp, v, (u64)read_one(edges, start + r));
+		}
+	}
+}
+
+// cc_link_rest: warp per vertex, link neighbours from..degree-1 of every
+// vertex whose label is not skip (skip = ~0: no vertex skipped).
+template <typename E>
+__device__ void cc_link_rest(const u64 *__restrict__ offsets, E edges, u64 n, u32 from, u64 skip,
+                             typename reader_of<E>::vertex *comp) {
+	const u32 lane = threadIdx.x & 31;
+	typename reader_of<E>::type rd(edges);
+	for (u64 v = warp_id(); v < n; v += grid_warps()) {
+		u64 label = 0;
+		if (lane == 0) label = (u64) static_cast<const volatile typename reader_of<E>::vertex *>(comp)[v];
+		if (__shfl_sync(bam::full_warp_mask, label, 0) == skip) continue;  // warp-uniform
+		const u64 start = offsets[v] + from, end = offsets[v + 1];
+		for (u64 i = start + lane; i < end; i += 32) {
+			cc_link(comp, v, (u64)rd[i]);
+		}
+		rd.release();
+	}
+}
+
+template <typename V>
+__device__ void cc_compress(V *comp, u64 n) {
+	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) {
+		V c = comp[v];
+		while (true) {
+			const V cc = comp[c];
+			if (cc == c) break;
+			c = cc;
+		}
+		comp[v] = c;
+	}
+}
+
+}  // namespace
+
+#define GRAPH_KERNELS(VS, V)                                                                                        \
+	BAM_KERNEL void graph_bfs_expand_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *frontier, u64 nf,  \
+	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
+	}                                                                                                                \
+	BAM_KERNEL void graph_bfs_expand_##VS##_mem(const u64 *offsets, const V *edges, const V *frontier, u64 nf,       \
+	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_link_first_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 rounds,       \
+	                                               V *comp) {                                                        \
+		cc_link_first(offsets, edges, n, rounds, comp);                                                              \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_link_first_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 rounds, V *comp) { \
+		cc_link_first(offsets, edges, n, rounds, comp);                                                              \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_link_rest_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 from,          \
+	                                              u64 skip, V *comp) {                                               \
+		cc_link_rest(offsets, edges, n, from, skip, comp);                                                           \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_link_rest_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 from, u64 skip,     \
+	                                              V *comp) {                                                         \
+		cc_link_rest(offsets, edges, n, from, skip, comp);                                                           \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_init_##VS(V *comp, u64 n) {                                                             \
+		for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) comp[v] = (V)v;                       \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_compress_##VS(V *comp, u64 n) { cc_compress(comp, n); }
+
+GRAPH_KERNELS(u32, unsigned int)
+GRAPH_KERNELS(u64, unsigned long long)
