@@ -129,6 +129,11 @@ func runBFS[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpt
 		sum.CacheMisses = after.Misses - before.Misses
 		sum.BytesRead = (after.Fills - before.Fills) * uint64(after.LineSize)
 		sum.CacheBytes = r.eng.Config().CacheBytes
+		if acq := after.Acquires - before.Acquires; acq > 0 {
+			fills := after.Fills - before.Fills
+			h := float64(acq-min(fills, acq)) / float64(acq)
+			sum.HitRatio = &h
+		}
 	} else {
 		before := g.Array.Stats()
 		if res, err = BFS(ctx, g, src, AlgoOptions{Workers: o.Workers}); err != nil {
@@ -187,6 +192,11 @@ func runCC[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpti
 		sum.CacheMisses = after.Misses - before.Misses
 		sum.BytesRead = (after.Fills - before.Fills) * uint64(after.LineSize)
 		sum.CacheBytes = r.eng.Config().CacheBytes
+		if acq := after.Acquires - before.Acquires; acq > 0 {
+			fills := after.Fills - before.Fills
+			h := float64(acq-min(fills, acq)) / float64(acq)
+			sum.HitRatio = &h
+		}
 	} else {
 		before := g.Array.Stats()
 		if res, err = CC(ctx, g, AlgoOptions{Workers: o.Workers}); err != nil {

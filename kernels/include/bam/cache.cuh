@@ -136,10 +136,22 @@ __device__ __noinline__ u32 io(const array_desc &d, u64 g, const where &w, u32 o
 	return status;
 }
 
+// io_read submits an NVMe Read of the line at w into a staging slot and
+// waits for it. On success the slot stays owned by the caller (h->staging,
+// h->queue, h->ticket) until finish_fill retires it; on failure nothing is
+// held. Returns the NVMe status (status_timeout on a timeout).
+__device__ inline u32 io_read(const array_desc &d, const where &w, u64 deadline, struct handle *h);
+
 // Result of acquire.
 struct handle {
-	u64 way;     // way index g, valid when ok
+	u64 way;  // way index g, valid when ok
 	bool ok;
+	// A deferred fill (acquire_deferred): the line's data is in the
+	// staging slot of ticket `ticket` of queue `queue`, not yet copied into
+	// the line; the way is still BUSY. complete or the group copy finishes it.
+	u64 staging;  // device-mapped staging slot, 0 when nothing is pending
+	u64 queue;    // const queue_desc *
+	u64 ticket;
 };
 
 __device__ __forceinline__ void fail(const array_desc &d, u32 code, u32 status, u64 index, const where &w) {
@@ -167,14 +179,14 @@ __device__ __forceinline__ void drop_lock(u32 *lock) {
 // acquire takes n references on the line at w for a group of requests; the
 // line is filled first on a miss. index names the element for errors. On
 // failure the error is recorded in the descriptor's error record.
-__device__ __noinline__ handle acquire(const array_desc &d, const where &w, u32 n, u64 index) {
+__device__ __forceinline__ handle acquire_impl(const array_desc &d, const where &w, u32 n, u64 index) {
 	const u64 K = d.ways;
 	const u64 set = set_of(w.tag, d.sets);
 	const u64 base = set * K;
 	const u64 start = detail::globaltimer();
 	const u64 deadline = start + d.timeout_ns;
 	detail::backoff b;
-	handle h{0, false};
+	handle h{0, false, 0, 0, 0};
 	for (u32 round = 0;; round++) {
 		if (round > 0 && detail::globaltimer() > deadline) {
 			fail(d, L::ErrCodeTimeout, status_timeout, index, w);
@@ -360,8 +372,10 @@ __device__ __noinline__ handle acquire(const array_desc &d, const where &w, u32 
 			__threadfence();
 			detail::st_release_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
 		}
-		// 7. fill
-		const u32 st = io(d, victim, w, nvme_op_read, deadline);
+		// 7. fill: the data lands in a staging slot; the caller copies it
+		// into the line (alone or with its warp group) and publishes VALID
+		// with finish_fill.
+		const u32 st = io_read(d, w, deadline, &h);
 		detail::count(d, L::StatFills, 1);
 		if (st != 0) {
 			detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusFillFailed));
@@ -371,15 +385,89 @@ __device__ __noinline__ handle acquire(const array_desc &d, const where &w, u32 
 			fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
 			return h;
 		}
-		__threadfence();
-		atomicXor(state_at(d, victim), state_valid | state_busy);
 		h.way = victim;
 		h.ok = true;
 		return h;
 	}
 }
 
-// acquire_hit is the inlined hit path of acquire: scan the set, take the
+__device__ inline u32 io_read(const array_desc &d, const where &w, u64 deadline, handle *h) {
+	const queue_desc &q = pick_queue(d);
+	u64 t;
+	if (!queue::reserve(q, deadline, &t)) return status_timeout;
+	u64 prp1, prp2;
+	queue::prps(q, t, static_cast<u32>(d.line_shift), &prp1, &prp2);
+	const u32 blocks = 1u << d.lba_shift;
+	queue::issue(q, t, nvme_command::read_write(nvme_op_read, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
+	detail::count(d, L::StatCommands, 1);
+	u32 status;
+	if (!queue::wait(q, t, deadline, &status)) return status_timeout;
+	if (!queue::status_ok(status)) {
+		queue::retire(q, t);
+		return status;
+	}
+	h->staging = reinterpret_cast<u64>(queue::staging(q, t, static_cast<u32>(d.line_shift)));
+	h->queue = reinterpret_cast<u64>(&q);
+	h->ticket = t;
+	return 0;
+}
+
+// copy_part copies the share of lane `rank` of `lanes` lanes of one line
+// from a staging slot into the line: 16-byte chunks rank, rank+lanes, ...,
+// with up to eight loads in flight per lane.
+__device__ __forceinline__ void copy_part(unsigned char *to, const unsigned char *from, u64 bytes, u32 rank, u32 lanes) {
+	const uint4 *src = reinterpret_cast<const uint4 *>(from);
+	uint4 *dst = reinterpret_cast<uint4 *>(to);
+	const u64 n = bytes / 16;
+	for (u64 base = rank; base < n; base += 8ull * lanes) {
+		uint4 v[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) v[k] = __ldcv(src + c);
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) __stcg(dst + c, v[k]);
+		}
+	}
+}
+
+// finish_fill retires the fill's staging slot and publishes the line: one
+// atomic BUSY -> VALID after the copy's stores (DESIGN.md §5: the data is
+// visible before the line turns VALID).
+__device__ __forceinline__ void finish_fill(const array_desc &d, handle &h) {
+	if (h.staging == 0) return;
+	__threadfence();
+	queue::retire(*reinterpret_cast<const queue_desc *>(h.queue), h.ticket);
+	atomicXor(state_at(d, h.way), state_valid | state_busy);
+	h.staging = 0;
+}
+
+// complete finishes a deferred fill with the calling thread alone.
+__device__ __forceinline__ void complete(const array_desc &d, handle &h) {
+	if (h.staging == 0) return;
+	copy_part(line_data(d, h.way), reinterpret_cast<const unsigned char *>(h.staging), 1ull << d.line_shift, 0, 1);
+	finish_fill(d, h);
+}
+
+// acquire_deferred is acquire that may return with a fill pending
+// (h.staging != 0): see complete and bam::array's group copy.
+__device__ __noinline__ handle acquire_deferred(const array_desc &d, const where &w, u32 n, u64 index) {
+	return acquire_impl(d, w, n, index);
+}
+
+// acquire takes n references on the line at w, filling it on a miss; the
+// line is resident when it returns ok.
+__device__ __forceinline__ handle acquire(const array_desc &d, const where &w, u32 n, u64 index) {
+	handle h = acquire_deferred(d, w, n, index);
+	complete(d, h);
+	return h;
+}
+
+// acquire_hit is the inlined hit path of acquire_deferred (a fill may be
+// left pending: finish it with complete or a group copy): scan the set, take the
 // references, and return if the line is resident; anything else (a miss, a
 // fill in flight, a tag changing under us) goes to the full protocol.
 __device__ __forceinline__ handle acquire_hit(const array_desc &d, const where &w, u32 n, u64 index) {
@@ -392,12 +480,12 @@ __device__ __forceinline__ handle acquire_hit(const array_desc &d, const where &
 		__threadfence();
 		if ((old & state_valid) && !(old & state_busy) && detail::ld_relaxed_gpu(tag_at(d, g)) == w.tag) {
 			if (detail::ld_relaxed_gpu(clock_at(d, g)) == 0) detail::st_relaxed_gpu(clock_at(d, g), 1u);
-			return handle{g, true};
+			return handle{g, true, 0, 0, 0};
 		}
 		atomicSub(state_at(d, g), n);
 		break;
 	}
-	return acquire(d, w, n, index);
+	return acquire_deferred(d, w, n, index);
 }
 
 // release drops n references; a writer marks the line dirty first, after
