@@ -358,3 +358,16 @@ func (s *Objects) ObjectStats(o *engine.Object) engine.Stats {
 func (s *Objects) Close() error {
 	return s.e.Close()
 }
+
+// Device returns the typed device view of o for user kernels (a
+// bam::array<T> argument with sizeof(T) == o.ElemSize).
+func (s *Objects) Device(o *engine.Object) (*Array, error) {
+	b, err := s.bind(o)
+	if err != nil {
+		return nil, err
+	}
+	if b.typed == nil {
+		return nil, fmt.Errorf("%w: object %q: %d-byte elements (bam::array<T> serves 1, 2, 4, 8 and 16 bytes)", ErrUnsupported, o.Name, o.ElemSize)
+	}
+	return b.typed, nil
+}

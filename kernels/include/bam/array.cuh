@@ -43,19 +43,19 @@ __device__ __forceinline__ T load_line(const unsigned char *p) {
 	T v;
 	if constexpr (sizeof(T) == 1) {
 		unsigned char b = __ldcg(p);
-		__builtin_memcpy(&v, &b, 1);
+		v = *reinterpret_cast<const T *>(&b);
 	} else if constexpr (sizeof(T) == 2) {
 		unsigned short b = __ldcg(reinterpret_cast<const unsigned short *>(p));
-		__builtin_memcpy(&v, &b, 2);
+		v = *reinterpret_cast<const T *>(&b);
 	} else if constexpr (sizeof(T) == 4) {
 		unsigned int b = __ldcg(reinterpret_cast<const unsigned int *>(p));
-		__builtin_memcpy(&v, &b, 4);
+		v = *reinterpret_cast<const T *>(&b);
 	} else if constexpr (sizeof(T) == 8) {
 		unsigned long long b = __ldcg(reinterpret_cast<const unsigned long long *>(p));
-		__builtin_memcpy(&v, &b, 8);
+		v = *reinterpret_cast<const T *>(&b);
 	} else {
 		uint4 b = __ldcg(reinterpret_cast<const uint4 *>(p));
-		__builtin_memcpy(&v, &b, 16);
+		v = *reinterpret_cast<const T *>(&b);
 	}
 	return v;
 }
@@ -63,24 +63,19 @@ __device__ __forceinline__ T load_line(const unsigned char *p) {
 template <typename T>
 __device__ __forceinline__ void store_line(unsigned char *p, const T &v) {
 	if constexpr (sizeof(T) == 1) {
-		unsigned char b;
-		__builtin_memcpy(&b, &v, 1);
+		unsigned char b = *reinterpret_cast<const unsigned char *>(&v);
 		__stcg(p, b);
 	} else if constexpr (sizeof(T) == 2) {
-		unsigned short b;
-		__builtin_memcpy(&b, &v, 2);
+		unsigned short b = *reinterpret_cast<const unsigned short *>(&v);
 		__stcg(reinterpret_cast<unsigned short *>(p), b);
 	} else if constexpr (sizeof(T) == 4) {
-		unsigned int b;
-		__builtin_memcpy(&b, &v, 4);
+		unsigned int b = *reinterpret_cast<const unsigned int *>(&v);
 		__stcg(reinterpret_cast<unsigned int *>(p), b);
 	} else if constexpr (sizeof(T) == 8) {
-		unsigned long long b;
-		__builtin_memcpy(&b, &v, 8);
+		unsigned long long b = *reinterpret_cast<const unsigned long long *>(&v);
 		__stcg(reinterpret_cast<unsigned long long *>(p), b);
 	} else {
-		uint4 b;
-		__builtin_memcpy(&b, &v, 16);
+		uint4 b = *reinterpret_cast<const uint4 *>(&v);
 		__stcg(reinterpret_cast<uint4 *>(p), b);
 	}
 }

@@ -61,10 +61,13 @@ struct array_desc {
 	u64 policy;
 };
 
+namespace L = layout::engine;
+
+// The layout checks run under nvcc (make kernels); NVRTC, which compiles
+// user kernels at run time, has no offsetof builtin and skips them.
+#ifndef __CUDACC_RTC__
 #define BAM_CHECK_OFFSET(T, field, value) \
 	static_assert(__builtin_offsetof(T, field) == (value), #T "." #field " disagrees with internal/gpuengine/layout.go")
-
-namespace L = layout::engine;
 BAM_CHECK_OFFSET(queue_desc, meta, L::QueueMetaOffset);
 BAM_CHECK_OFFSET(queue_desc, sq, L::QueueSQOffset);
 BAM_CHECK_OFFSET(queue_desc, cq, L::QueueCQOffset);
@@ -105,6 +108,7 @@ BAM_CHECK_OFFSET(array_desc, stats, L::ArrayStatsOffset);
 BAM_CHECK_OFFSET(array_desc, policy, L::ArrayPolicyOffset);
 static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagrees with layout.go");
 #undef BAM_CHECK_OFFSET
+#endif
 
 namespace detail {
 
