@@ -51,16 +51,16 @@ __device__ void sum(bam::array<T> a, u64 start, u64 n, Acc *out) {
 }  // namespace
 
 #define BAM_ARRAY_OPS(SUFFIX, T)                                                                             \
-	BAM_KERNEL void bam_array_gather_##SUFFIX(bam::array<T> a, const u64 *idx, u64 n, T *out) {               \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_gather_##SUFFIX(bam::array<T> a, const u64 *idx, u64 n, T *out) {               \
 		gather<T>(a, idx, n, out);                                                                            \
 	}                                                                                                         \
-	BAM_KERNEL void bam_array_scatter_##SUFFIX(bam::array<T> a, const u64 *idx, const T *vals, u64 n) {       \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_scatter_##SUFFIX(bam::array<T> a, const u64 *idx, const T *vals, u64 n) {       \
 		scatter<T>(a, idx, vals, n);                                                                          \
 	}                                                                                                         \
-	BAM_KERNEL void bam_array_read_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, T *out) {                \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_read_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, T *out) {                \
 		read_range<T>(a, start, n, out);                                                                      \
 	}                                                                                                         \
-	BAM_KERNEL void bam_array_write_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, const T *in) {          \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_write_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, const T *in) {          \
 		write_range<T>(a, start, n, in);                                                                      \
 	}
 
@@ -71,23 +71,23 @@ BAM_ARRAY_OPS(e8, unsigned long long)
 BAM_ARRAY_OPS(e16, uint4)
 
 // Reductions over a range: bam_array_sum_<type>(array, start, n, out).
-BAM_KERNEL void bam_array_sum_u32(bam::array<unsigned int> a, u64 start, u64 n, unsigned long long *out) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_u32(bam::array<unsigned int> a, u64 start, u64 n, unsigned long long *out) {
 	sum<unsigned int, unsigned long long>(a, start, n, out);
 }
-BAM_KERNEL void bam_array_sum_u64(bam::array<unsigned long long> a, u64 start, u64 n, unsigned long long *out) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_u64(bam::array<unsigned long long> a, u64 start, u64 n, unsigned long long *out) {
 	sum<unsigned long long, unsigned long long>(a, start, n, out);
 }
-BAM_KERNEL void bam_array_sum_f32(bam::array<float> a, u64 start, u64 n, double *out) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_f32(bam::array<float> a, u64 start, u64 n, double *out) {
 	sum<float, double>(a, start, n, out);
 }
-BAM_KERNEL void bam_array_sum_f64(bam::array<double> a, u64 start, u64 n, double *out) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_f64(bam::array<double> a, u64 start, u64 n, double *out) {
 	sum<double, double>(a, start, n, out);
 }
 
 // bam_cache_write_back writes every dirty, unreferenced line back to
 // storage (Flush's first half; the host then flushes the namespaces). One
 // thread per way. desc names the cache; its element fields are unused.
-BAM_KERNEL void bam_cache_write_back(const bam::array_desc *desc) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_cache_write_back(const bam::array_desc *desc) {
 	const u64 ways = desc->sets * desc->ways;
 	for (u64 g = bam::global_thread_id(); g < ways; g += bam::grid_threads()) {
 		bam::cache::write_back_way(*desc, g);
@@ -96,7 +96,7 @@ BAM_KERNEL void bam_cache_write_back(const bam::array_desc *desc) {
 
 // bam_cache_dirty_count counts ways that are VALID and DIRTY (tests check
 // that a Flush leaves none behind).
-BAM_KERNEL void bam_cache_dirty_count(const bam::array_desc *desc, unsigned long long *out) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_cache_dirty_count(const bam::array_desc *desc, unsigned long long *out) {
 	const u64 ways = desc->sets * desc->ways;
 	u64 c = 0;
 	for (u64 g = bam::global_thread_id(); g < ways; g += bam::grid_threads()) {

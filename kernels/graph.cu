@@ -159,7 +159,7 @@ __device__ void cc_compress(V *comp, u64 n) {
 }  // namespace
 
 #define GRAPH_KERNELS(VS, V)                                                                                        \
-	BAM_KERNEL void graph_bfs_expand_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *frontier, u64 nf,  \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *frontier, u64 nf,  \
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
 		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
 	}                                                                                                                \
@@ -167,14 +167,14 @@ __device__ void cc_compress(V *comp, u64 n) {
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
 		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
 	}                                                                                                                \
-	BAM_KERNEL void graph_cc_link_first_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 rounds,       \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 rounds,       \
 	                                               V *comp) {                                                        \
 		cc_link_first(offsets, edges, n, rounds, comp);                                                              \
 	}                                                                                                                \
 	BAM_KERNEL void graph_cc_link_first_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 rounds, V *comp) { \
 		cc_link_first(offsets, edges, n, rounds, comp);                                                              \
 	}                                                                                                                \
-	BAM_KERNEL void graph_cc_link_rest_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 from,          \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_rest_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 from,          \
 	                                              u64 skip, V *comp) {                                               \
 		cc_link_rest(offsets, edges, n, from, skip, comp);                                                           \
 	}                                                                                                                \

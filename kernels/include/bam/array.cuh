@@ -33,6 +33,16 @@
 #include "bam/coalesce.cuh"
 #include "bam/detail/desc.cuh"
 
+// BAM_ARRAY_BOUNDS is the launch bound for kernels that access
+// bam::array: blocks of at most 256 threads, four resident per
+// multiprocessor. It caps registers at 64 per thread; without it the miss
+// path (queue and cache protocol, called from every access) takes about 150
+// and a multiprocessor runs a single block, too few warps to hide the
+// latency of the cache's atomics and of storage. Use it as
+// `BAM_KERNEL void BAM_ARRAY_BOUNDS name(...)` and launch with <= 256
+// threads per block.
+#define BAM_ARRAY_BOUNDS __launch_bounds__(256, 4)
+
 namespace bam {
 namespace detail {
 

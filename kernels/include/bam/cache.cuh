@@ -476,8 +476,7 @@ __device__ __forceinline__ handle acquire_hit(const array_desc &d, const where &
 	for (u64 k = 0; k < K; k++) {
 		const u64 g = base + k;
 		if (detail::ld_relaxed_gpu(tag_at(d, g)) != w.tag) continue;
-		const u32 old = atomicAdd(state_at(d, g), n);
-		__threadfence();
+		const u32 old = detail::atomic_add_acquire(state_at(d, g), n);
 		if ((old & state_valid) && !(old & state_busy) && detail::ld_relaxed_gpu(tag_at(d, g)) == w.tag) {
 			if (detail::ld_relaxed_gpu(clock_at(d, g)) == 0) detail::st_relaxed_gpu(clock_at(d, g), 1u);
 			return handle{g, true, 0, 0, 0};
@@ -491,9 +490,8 @@ __device__ __forceinline__ handle acquire_hit(const array_desc &d, const where &
 // release drops n references; a writer marks the line dirty first, after
 // its stores (so Flush never clears DIRTY over an unwritten store).
 __device__ __forceinline__ void release(const array_desc &d, u64 g, u32 n, bool dirty) {
-	__threadfence();
-	if (dirty) atomicOr(state_at(d, g), state_dirty);
-	atomicSub(state_at(d, g), n);
+	if (dirty) detail::atomic_or_release(state_at(d, g), state_dirty);
+	detail::atomic_sub_release(state_at(d, g), n);
 }
 
 // write_back_way writes way g back if it is VALID and DIRTY and nobody holds

@@ -74,6 +74,43 @@ __device__ __forceinline__ void st_release_sys(u32 *p, u32 v) {
 	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// atomic_add_acquire adds v to *p with acquire ordering (gpu scope) and
+// returns the old value: the loads after it (the tag re-check, the line's
+// data) cannot be satisfied before it, without a full fence.
+__device__ __forceinline__ u32 atomic_add_acquire(u32 *p, u32 v) {
+	u32 old;
+	asm volatile("atom.add.acquire.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+	return old;
+}
+
+// atomic_sub_release subtracts v from *p with release ordering (gpu scope):
+// the caller's loads and stores of the line come before it.
+__device__ __forceinline__ void atomic_sub_release(u32 *p, u32 v) {
+	asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(0u - v) : "memory");
+}
+
+// atomic_or_release sets bits in *p with release ordering (gpu scope).
+__device__ __forceinline__ void atomic_or_release(u32 *p, u32 v) {
+	asm volatile("red.release.gpu.global.or.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// ld_cqe reads one 16-byte completion queue entry from host memory in one
+// access (the controller writes dword 3, which holds the phase tag, last;
+// a PCIe read of an aligned 16 bytes sees one snapshot of the entry's
+// cache line).
+__device__ __forceinline__ uint4 ld_cqe(const u32 *p) {
+	uint4 v;
+	asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	             : "l"(p)
+	             : "memory");
+	return v;
+}
+
+// fence_acquire_sys orders the loads before it (completion entries read
+// from host memory) before every access after it, at system scope.
+__device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
 // globaltimer is the GPU's nanosecond clock; it ticks coarsely (about a
 // microsecond) but never stops, which is all a bound on a wait needs.
 __device__ __forceinline__ u64 globaltimer() {

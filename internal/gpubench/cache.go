@@ -1,0 +1,507 @@
+package gpubench
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"time"
+
+	"github.com/bam-go/bam/bench"
+	"github.com/bam-go/bam/internal/cuda"
+	"github.com/bam-go/bam/internal/gpuengine"
+	"github.com/bam-go/bam/kernels"
+	"github.com/bam-go/bam/nvme"
+)
+
+// CacheParams sizes C1 (cold-cache reads against the path ceiling) and C4
+// (ablations). Zero fields take the defaults in their comments.
+type CacheParams struct {
+	Config
+	// CacheBytes is the cache size, a power of two; the array is 4x it
+	// (default 256MiB, so a 1 GiB array).
+	CacheBytes uint64
+	// Lines are the line sizes of C1 (default 512, 4096, 8192, 65536).
+	Lines []int
+	// Queues and Depth shape the queue pairs (default 16 and 1024; the
+	// depth is capped so that staging stays at most 16 MiB per queue).
+	Queues, Depth int
+	// Workers is the Target's host threads (default min(GOMAXPROCS, Queues)).
+	Workers int
+	// Lookups is the number of lookups of each C4 lookup run (default 16Mi).
+	Lookups int
+	// CeilingBytes and CeilingTime size the ceiling measurements (default
+	// 256MiB and 250ms).
+	CeilingBytes uint64
+	CeilingTime  time.Duration
+	// NoAblations skips C4.
+	NoAblations bool
+}
+
+func (p *CacheParams) fill() error {
+	p.Config.fill()
+	if p.CacheBytes == 0 {
+		p.CacheBytes = 256 << 20
+	}
+	if p.CacheBytes&(p.CacheBytes-1) != 0 || p.CacheBytes < 1<<20 {
+		return fmt.Errorf("gpubench: cache of %d bytes: want a power of two of at least 1 MiB", p.CacheBytes)
+	}
+	if len(p.Lines) == 0 {
+		p.Lines = []int{512, 4096, 8192, 65536}
+	}
+	for _, l := range p.Lines {
+		if l < 512 || l > 65536 || l&(l-1) != 0 || uint64(l)*8*64 > p.CacheBytes {
+			return fmt.Errorf("gpubench: line size %d: want a power of two from 512 to 64 KiB, with at least 64 sets of 8 ways in the cache", l)
+		}
+	}
+	if p.Queues == 0 {
+		p.Queues = 16
+	}
+	if p.Depth == 0 {
+		p.Depth = 1024
+	}
+	if p.Workers == 0 {
+		p.Workers = min(runtime.GOMAXPROCS(0), p.Queues)
+	}
+	if p.Lookups == 0 {
+		p.Lookups = 16 << 20
+	}
+	if p.CeilingBytes == 0 {
+		p.CeilingBytes = 256 << 20
+	}
+	if p.CeilingTime == 0 {
+		p.CeilingTime = 250 * time.Millisecond
+	}
+	return nil
+}
+
+// arig is an engine with one u64 array bound over a pattern namespace.
+type arig struct {
+	*rig
+	arr    *gpuengine.Array
+	n      uint64 // elements
+	sum    uint64 // sum of all elements
+	out    *cuda.DeviceMem
+	line   int
+	nsSeed uint64
+}
+
+func newARig(cfg gpuengine.Config, ns *nvme.MemoryNamespace, n, sum, seed uint64) (*arig, error) {
+	r, err := newRig(cfg, []nvme.Namespace{ns})
+	if err != nil {
+		return nil, err
+	}
+	a := &arig{rig: r, n: n, sum: sum, line: r.e.Config().LineSize, nsSeed: seed}
+	if a.arr, err = r.e.Bind(gpuengine.ArraySpec{Name: "bench", ElemSize: 8, Len: n, Stripe: []gpuengine.StripeMember{{Namespace: 0}}}); err != nil {
+		r.close()
+		return nil, err
+	}
+	if a.out, err = r.alloc(8); err != nil {
+		r.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *arig) close() error {
+	a.out.Free()
+	a.arr.Unbind()
+	return a.rig.close()
+}
+
+// sumRun launches a summing kernel (its last argument the output word),
+// checks the sum against want and returns the device time.
+func (a *arig) sumRun(ctx context.Context, name string, cfg cuda.LaunchConfig, want uint64, args ...cuda.Arg) (time.Duration, error) {
+	fn, err := a.fn(name)
+	if err != nil {
+		return 0, err
+	}
+	if err := a.out.Memset8(0); err != nil {
+		return 0, err
+	}
+	d, err := a.e.LaunchTimed(ctx, fn, cfg, append(args, cuda.Ptr(a.out.Ptr()))...)
+	if err != nil {
+		return 0, err
+	}
+	got, err := readU64s(a.out, 1)
+	if err != nil {
+		return 0, err
+	}
+	if got[0] != want {
+		return 0, fmt.Errorf("%w: %s: sum %#x, want %#x", ErrVerify, name, got[0], want)
+	}
+	return d, nil
+}
+
+// coldGather reads the whole array from a cold cache, sequentially
+// (order "seq") or one warp per line in a random line order ("random"),
+// and returns the median bytes of lines filled per second, the samples and
+// the fills per line of the array.
+func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce bool) (float64, []float64, float64, error) {
+	per := uint64(a.line / 8)
+	lines := a.n / per
+	var name string
+	var args []cuda.Arg
+	switch order {
+	case "seq":
+		name = kSumSeq
+		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(b2u(coalesce))}
+	case "random":
+		name = kSumLinesPerm
+		args = []cuda.Arg{a.arr.Arg(), cuda.U64(uint64(bits.TrailingZeros64(lines))), cuda.U64(per), cuda.U64(0)}
+	default:
+		return 0, nil, 0, fmt.Errorf("gpubench: unknown order %q", order)
+	}
+	cfg, err := a.fullGrid(name)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	var v []float64
+	var fills uint64
+	seed := uint64(0)
+	_, err = c.repeat(ctx, func(timed bool) (time.Duration, error) {
+		if err := a.e.Invalidate(ctx); err != nil {
+			return 0, err
+		}
+		if order == "random" {
+			seed++
+			args[3] = cuda.U64(seed)
+		}
+		before, err := a.e.Stats()
+		if err != nil {
+			return 0, err
+		}
+		d, err := a.sumRun(ctx, name, cfg, a.sum, args...)
+		if err != nil {
+			return 0, err
+		}
+		after, err := a.e.Stats()
+		if err != nil {
+			return 0, err
+		}
+		f := after.Fills - before.Fills
+		if f < lines {
+			return 0, fmt.Errorf("%w: cold read of %d lines filled only %d", ErrVerify, lines, f)
+		}
+		if timed {
+			fills += f
+			v = append(v, float64(f)*float64(a.line)/d.Seconds())
+		}
+		return d, nil
+	})
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	return median(v), v, float64(fills) / float64(len(v)) / float64(lines), nil
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (p *CacheParams) engineConfig(line int) gpuengine.Config {
+	depth := p.Depth
+	for depth > 64 && depth*line > 16<<20 {
+		depth /= 2
+	}
+	return gpuengine.Config{
+		Device: p.Device, LineSize: line, CacheBytes: p.CacheBytes, Ways: 8, QueuePairs: p.Queues,
+		QueueDepth: depth, Timeout: p.Timeout, TargetWorkers: p.Workers,
+	}
+}
+
+// RunCache measures C1 (cold-cache reads of an array 4x the cache, per line
+// size and order, against the path ceiling) and C4 (ablations).
+func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
+	if err := p.fill(); err != nil {
+		return nil, err
+	}
+	if err := checkGPU(p.Device); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	arrayBytes := 4 * p.CacheBytes
+	n := arrayBytes / 8
+	ns, sum, err := patternNamespace(arrayBytes, patternSeedArr)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+
+	var c1 *bench.Result
+	var h2d float64
+	hostCopy := map[int]float64{}
+	samples := map[string][]float64{}
+	amp := map[string]float64{}
+	for _, line := range p.Lines {
+		a, err := newARig(p.engineConfig(line), ns, n, sum, patternSeedArr)
+		if err != nil {
+			return nil, err
+		}
+		if c1 == nil {
+			c1 = bench.NewResult("C1", a.deviceName())
+			if h2d, err = measureH2D(ctx, a.e.Context(), p.CeilingBytes, 2, max(p.Runs, 5)); err != nil {
+				a.close()
+				return nil, fmt.Errorf("gpubench: H2D ceiling: %w", err)
+			}
+		}
+		hc, err := measureHostCopy(ctx, a.e.Context(), ns, patternSeedArr, line, p.Workers, p.CeilingTime, p.Runs)
+		if err != nil {
+			a.close()
+			return nil, fmt.Errorf("gpubench: host copy ceiling: %w", err)
+		}
+		hostCopy[line] = hc
+		ceil := ceilings{H2D: h2d, HostCopy: hostCopy}
+		for _, order := range []string{"seq", "random"} {
+			v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true)
+			if err != nil {
+				a.close()
+				return nil, fmt.Errorf("C1 %s %d-byte lines: %w", order, line, err)
+			}
+			name := fmt.Sprintf("cold_%s_read_%s_lines_GBps", order, kib(line))
+			gb := make([]float64, len(s))
+			for i, x := range s {
+				gb[i] = x / 1e9
+			}
+			samples[name] = gb
+			amp[name] = fpl
+			goal := ""
+			if line >= 4096 {
+				goal = ">= 0.9"
+			}
+			c1.Add(name, v/1e9, "GB/s",
+				fmt.Sprintf("path ceiling: min(pinned H2D copy, host %s copy into pinned memory x%d threads), same run", kib(line), p.Workers),
+				ceil.path(line)/1e9, false, goal)
+			p.logf("C1 cold %-6s %5s lines: %6.2f GB/s of lines (ceiling %.2f GB/s, %.2f fills per line)", order, kib(line), v/1e9, ceil.path(line)/1e9, fpl)
+		}
+		if err := a.close(); err != nil {
+			return nil, err
+		}
+	}
+	c1.Params["cache_bytes"] = p.CacheBytes
+	c1.Params["array_bytes"] = arrayBytes
+	c1.Params["ways"] = 8
+	c1.Params["queues"] = p.Queues
+	c1.Params["target_workers"] = p.Workers
+	c1.Params["namespace"] = "memory"
+	c1.Params["line_sizes"] = p.Lines
+	c1.Params["runs"] = p.Runs
+	c1.Params["statistic"] = "median"
+	c1.Params["h2d_ceiling_GBps"] = h2d / 1e9
+	hcg := map[string]float64{}
+	for l, v := range hostCopy {
+		hcg[kib(l)] = v / 1e9
+	}
+	c1.Params["host_copy_ceiling_GBps"] = hcg
+	c1.Params["samples_GBps"] = samples
+	c1.Params["fills_per_line"] = amp
+	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); random: one warp per line, lines in a pseudo-random permutation, every element read"
+	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
+	c1.Params["route"] = "bounce (pinned staging, GPU thread copies into the line); the copy-engine route does not exist yet"
+	c1.Params["elapsed_s"] = time.Since(t0).Seconds()
+	out := []*bench.Result{c1}
+	if !p.NoAblations {
+		c4, err := runC4(ctx, &p, ns, n, sum)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c4)
+	}
+	return out, nil
+}
+
+// runC4: coalescing on and off (all-hit and cold), clock against round
+// robin under a skewed workload, padded against packed hot atomics.
+func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum uint64) (*bench.Result, error) {
+	t0 := time.Now()
+	a, err := newARig(p.engineConfig(4096), ns, n, sum, patternSeedArr)
+	if err != nil {
+		return nil, err
+	}
+	defer a.close()
+	res := bench.NewResult("C4", a.deviceName())
+	res.Params["line_size"] = 4096
+	res.Params["cache_bytes"] = p.CacheBytes
+	res.Params["array_bytes"] = n * 8
+	res.Params["runs"] = p.Runs
+	res.Params["statistic"] = "median"
+	res.Params["copy_engine_fill"] = "not measured: only the bounce route (GPU thread copies pinned staging into the line) is implemented"
+
+	// 1. Coalescing, cold sequential read of the whole array.
+	on, _, _, err := a.coldGather(ctx, &p.Config, "seq", true)
+	if err != nil {
+		return nil, err
+	}
+	off, _, _, err := a.coldGather(ctx, &p.Config, "seq", false)
+	if err != nil {
+		return nil, err
+	}
+	res.Add("coalescing_cold_seq_read_GBps", on/1e9, "GB/s", "same without warp coalescing", off/1e9, false, "")
+	p.logf("C4 cold seq read: coalesced %.2f GB/s, per lane %.2f GB/s", on/1e9, off/1e9)
+
+	// 2. Coalescing, all-hit: half the cache's worth of elements, warmed.
+	hot := p.CacheBytes / 2 / 8
+	hotSum := parallelSum(hot, func(i uint64) uint64 { return kernels.Pattern64(patternSeedArr, i) })
+	seqCfg := threads(hot)
+	if _, err := a.sumRun(ctx, kSeqArray, seqCfg, hotSum, a.arr.Arg(), cuda.U64(hot), cuda.U64(1), cuda.U64(1), cuda.U64(1)); err != nil {
+		return nil, err
+	}
+	const reps = 4
+	rate := func(name string, cfg cuda.LaunchConfig, want uint64, amount float64, args ...cuda.Arg) (float64, error) {
+		ds, err := p.repeat(ctx, func(bool) (time.Duration, error) { return a.sumRun(ctx, name, cfg, want, args...) })
+		if err != nil {
+			return 0, err
+		}
+		return median(rates(ds, amount)), nil
+	}
+	before, err := a.e.Stats()
+	if err != nil {
+		return nil, err
+	}
+	var hitOn, hitOff float64
+	if hitOn, err = rate(kSeqArray, seqCfg, reps*hotSum, float64(reps*hot), a.arr.Arg(), cuda.U64(hot), cuda.U64(1), cuda.U64(reps), cuda.U64(1)); err != nil {
+		return nil, err
+	}
+	if hitOff, err = rate(kSeqArray, seqCfg, reps*hotSum, float64(reps*hot), a.arr.Arg(), cuda.U64(hot), cuda.U64(1), cuda.U64(reps), cuda.U64(0)); err != nil {
+		return nil, err
+	}
+	res.Add("coalescing_hit_seq_read_Glookups", hitOn/1e9, "Glookups/s", "same without warp coalescing", hitOff/1e9, false, "")
+	p.logf("C4 all-hit seq 8B reads: coalesced %.2f G/s, per lane %.2f G/s", hitOn/1e9, hitOff/1e9)
+
+	lk := uint64(p.Lookups)
+	lkSeed := uint64(0x10c)
+	lkSum := parallelSum(lk, func(i uint64) uint64 {
+		return kernels.Pattern64(patternSeedArr, kernels.Mix64(lkSeed+i)&(hot-1))
+	})
+	lkCfg, err := a.fullGrid(kLookupArray)
+	if err != nil {
+		return nil, err
+	}
+	var rndOn, rndOff float64
+	if rndOn, err = rate(kLookupArray, lkCfg, lkSum, float64(lk), a.arr.Arg(), cuda.U64(hot-1), cuda.U64(lk), cuda.U64(lkSeed), cuda.U64(1)); err != nil {
+		return nil, err
+	}
+	if rndOff, err = rate(kLookupArray, lkCfg, lkSum, float64(lk), a.arr.Arg(), cuda.U64(hot-1), cuda.U64(lk), cuda.U64(lkSeed), cuda.U64(0)); err != nil {
+		return nil, err
+	}
+	after, err := a.e.Stats()
+	if err != nil {
+		return nil, err
+	}
+	res.Add("coalescing_hit_random_lookup_Glookups", rndOn/1e9, "Glookups/s", "same without warp coalescing", rndOff/1e9, false, "")
+	res.Params["all_hit_misses"] = after.Misses - before.Misses
+	p.logf("C4 all-hit random 8B lookups: coalesced %.2f G/s, per lane %.2f G/s (misses during all-hit runs: %d)", rndOn/1e9, rndOff/1e9, after.Misses-before.Misses)
+
+	// 3. Victim choice: 90% of lookups on a hot half-cache, the rest over
+	// the array (4x the cache), cold cache each run.
+	const hotPer256 = 230
+	skSeed := uint64(0x5c)
+	skSum := parallelSum(lk, func(i uint64) uint64 {
+		h := kernels.Mix64(skSeed + i)
+		j := (h >> 8) & (n - 1)
+		if h&0xff < hotPer256 {
+			j = (h >> 8) & (hot - 1)
+		}
+		return kernels.Pattern64(patternSeedArr, j)
+	})
+	skCfg, err := a.fullGrid(kLookupSkewed)
+	if err != nil {
+		return nil, err
+	}
+	policy := func(rr bool) (float64, float64, error) {
+		if err := a.arr.SetRoundRobin(rr); err != nil {
+			return 0, 0, err
+		}
+		var misses []float64
+		ds, err := p.repeat(ctx, func(timed bool) (time.Duration, error) {
+			if err := a.e.Invalidate(ctx); err != nil {
+				return 0, err
+			}
+			b, err := a.e.Stats()
+			if err != nil {
+				return 0, err
+			}
+			d, err := a.sumRun(ctx, kLookupSkewed, skCfg, skSum, a.arr.Arg(), cuda.U64(n-1), cuda.U64(hot-1), cuda.U64(hotPer256), cuda.U64(lk), cuda.U64(skSeed))
+			if err != nil {
+				return 0, err
+			}
+			e, err := a.e.Stats()
+			if err != nil {
+				return 0, err
+			}
+			if timed {
+				misses = append(misses, float64(e.Misses-b.Misses)/float64(lk))
+			}
+			return d, nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		return median(rates(ds, float64(lk))), median(misses), nil
+	}
+	clockRate, clockMiss, err := policy(false)
+	if err != nil {
+		return nil, err
+	}
+	rrRate, rrMiss, err := policy(true)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.arr.SetRoundRobin(false); err != nil {
+		return nil, err
+	}
+	res.Add("victim_clock_skewed_lookup_Mlookups", clockRate/1e6, "Mlookups/s", "same with round-robin victims", rrRate/1e6, false, "")
+	res.Add("victim_clock_misses_per_lookup", clockMiss, "misses/lookup", "same with round-robin victims", rrMiss, true, "")
+	res.Params["skewed_workload"] = fmt.Sprintf("%d lookups, %d/256 of them uniform over the first %d elements (half the cache), the rest uniform over the array; cold cache each run", lk, hotPer256, hot)
+	p.logf("C4 skewed lookups: clock %.1f M/s (%.3f misses/lookup), round robin %.1f M/s (%.3f)", clockRate/1e6, clockMiss, rrRate/1e6, rrMiss)
+
+	// 4. Padding of hot atomics: 16 counters (as 16 queue tickets) hit by
+	// every thread, packed in 8 bytes, 32 bytes or one 128-byte sector each.
+	atom := map[int]float64{}
+	const nwords, aiters, athreads = 16, 64, 256 << 10
+	words, err := a.alloc(nwords * 16 * 8)
+	if err != nil {
+		return nil, err
+	}
+	defer words.Free()
+	fn, err := a.fn(kAtomicStride)
+	if err != nil {
+		return nil, err
+	}
+	for _, stride := range []int{1, 4, 16} {
+		ds, err := p.repeat(ctx, func(bool) (time.Duration, error) {
+			if err := words.Memset8(0); err != nil {
+				return 0, err
+			}
+			d, err := a.e.LaunchTimed(ctx, fn, threads(athreads), cuda.Ptr(words.Ptr()), cuda.U64(nwords), cuda.U64(uint64(stride)), cuda.U64(aiters))
+			if err != nil {
+				return 0, err
+			}
+			w, err := readU64s(words, nwords*16)
+			if err != nil {
+				return 0, err
+			}
+			var total uint64
+			for _, x := range w {
+				total += x
+			}
+			if total != athreads*aiters {
+				return 0, fmt.Errorf("%w: atomic counters sum to %d, want %d", ErrVerify, total, athreads*aiters)
+			}
+			return d, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		atom[stride*8] = median(rates(ds, athreads*aiters))
+	}
+	res.Add("padding_hot_atomics_128B_Gops", atom[128]/1e9, "Gatomics/s", "16 hot counters packed 8 bytes apart", atom[8]/1e9, false, "")
+	res.Add("padding_hot_atomics_32B_Gops", atom[32]/1e9, "Gatomics/s", "16 hot counters packed 8 bytes apart", atom[8]/1e9, false, "")
+	res.Params["padding"] = fmt.Sprintf("micro-ablation: %d threads each adding 1, %d times, to counter (thread mod %d) at 8/32/128-byte spacing; the engine's own layouts are fixed by internal/layout (vq words 128 B apart, cache way records 32 B)", athreads, aiters, nwords)
+	p.logf("C4 hot atomics: 128B-padded %.2f G/s, 32B %.2f G/s, packed %.2f G/s", atom[128]/1e9, atom[32]/1e9, atom[8]/1e9)
+	res.Params["elapsed_s"] = time.Since(t0).Seconds()
+	return res, nil
+}

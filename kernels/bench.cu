@@ -1,0 +1,517 @@
+// bench.cu: kernels that exist only to measure the GPU data path
+// (internal/gpubench): NVMe reads through the device queues (Q1, Q2, L1),
+// a single-lock queue baseline, a GPU -> host -> GPU round trip, cold and
+// all-hit reads through bam::array and bam::array_ref, the plain
+// device-array baselines, and ablations (no coalescing, atomic padding).
+//
+// Every kernel leaves something the host checks: sums of the data read,
+// counts of completed and failed commands, mismatched words.
+#include "bam/array.cuh"
+
+using bam::u32;
+using bam::u64;
+
+namespace {
+
+namespace V = bam::layout::vq;
+namespace L = bam::layout::engine;
+
+// Mode bits of bam_bench_queue_read.
+constexpr u64 mode_locked = 1;   // single-lock queue instead of bam::queue
+constexpr u64 mode_copy = 2;     // copy each line into device memory (the bounce route)
+constexpr u64 mode_verify = 4;   // compare every word with the pattern
+constexpr u64 mode_latency = 8;  // record per-command latencies
+
+// Counter slots of bam_bench_queue_read.
+constexpr int ctr_completed = 0;
+constexpr int ctr_failed = 1;
+constexpr int ctr_mismatched = 2;
+constexpr int ctr_start = 3;  // %globaltimer of the first thread to start (time box origin)
+
+__device__ __forceinline__ u64 first_start(u64 *slot) {
+	const u64 seen = bam::detail::ld_relaxed_gpu(slot);
+	if (seen != 0) return seen;
+	const u64 now = bam::detail::globaltimer();
+	const u64 prev = atomicCAS(reinterpret_cast<unsigned long long *>(slot), 0ull, static_cast<unsigned long long>(now));
+	return prev != 0 ? prev : now;
+}
+
+__device__ __forceinline__ u64 cycles() {
+	u64 c;
+	asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+	return c;
+}
+
+// lockq is BaM's "locking" queue on the same queue memory: one spin lock
+// per queue pair (the vq tail-lock word) around enqueue plus doorbell, and
+// the same lock around dequeuing completions; the CQ entry at the head is
+// peeked without the lock. The CID of a command is its SQ position, free
+// again when its submitter retires it, as in bam::queue. Used only as the
+// baseline of Q1; the queue metadata must be zeroed before switching
+// between it and bam::queue.
+namespace lockq {
+
+using bam::queue_desc;
+namespace Q = bam::queue;
+namespace D = bam::detail;
+
+// lock spins (with backoff) until it holds q's lock; false once the
+// clock passes limit.
+__device__ __forceinline__ bool lock(const queue_desc &q, u64 limit) {
+	u64 *w = Q::word(q, V::TailLockOffset);
+	D::backoff b;
+	for (u32 i = 0;; i++) {
+		if (D::ld_relaxed_gpu(w) == 0 && atomicCAS(reinterpret_cast<unsigned long long *>(w), 0ull, 1ull) == 0) {
+			__threadfence();
+			return true;
+		}
+		if ((i & 7) == 7 && D::globaltimer() > limit) return false;
+		b.pause();
+	}
+}
+
+__device__ __forceinline__ void unlock(const queue_desc &q) {
+	// Doorbell stores of this holder reach the host before the next one's.
+	__threadfence_system();
+	atomicExch(reinterpret_cast<unsigned long long *>(Q::word(q, V::TailLockOffset)), 0ull);
+}
+
+// drain takes every valid completion at the CQ head. Caller holds the lock.
+__device__ void drain(const queue_desc &q) {
+	const u64 mask = q.depth - 1;
+	const u32 sh = Q::shift(q);
+	const u64 head = D::ld_relaxed_gpu(Q::word(q, V::CQHeadOffset));
+	const u32 *cq = reinterpret_cast<const u32 *>(q.cq);
+	u64 n = 0;
+	u32 last_sqhd = 0;
+	while (n < mask) {
+		const u64 p = head + n;
+		const u64 slot = p & mask;
+		const u32 dw3 = D::ld_acquire_sys(cq + slot * 4 + 3);
+		const u32 expected = ((p >> sh) & 1) == 0 ? 1u : 0u;
+		if (((dw3 >> 16) & 1u) != expected) break;
+		const u32 dw0 = D::ld_volatile_sys(cq + slot * 4 + 0);
+		const u32 dw2 = D::ld_volatile_sys(cq + slot * 4 + 2);
+		const u64 cid = dw3 & 0xffffu;
+		last_sqhd = dw2 & 0xffffu;
+		if (cid < q.depth) {
+			u64 *rec = Q::cid_record(q, cid);
+			const u64 result = (static_cast<u64>(dw0) << V::ResultDW0Shift) |
+			                   (static_cast<u64>(dw2 & 0xffffu) << V::ResultSQHDShift) |
+			                   (static_cast<u64>(dw3 >> 17) << V::ResultStatusShift);
+			D::st_relaxed_gpu(rec + V::CIDResultOffset / 8, result);
+			__threadfence();
+			const u64 prev = atomicCAS(reinterpret_cast<unsigned long long *>(rec + V::CIDStateOffset / 8),
+			                           static_cast<unsigned long long>(V::CIDInFlight),
+			                           static_cast<unsigned long long>(V::CIDDone));
+			if (prev == V::CIDAbandoned) D::st_release_gpu(rec + V::CIDStateOffset / 8, static_cast<u64>(V::CIDFree));
+		}
+		n++;
+	}
+	if (n == 0) return;
+	D::st_relaxed_gpu(Q::word(q, V::CQHeadOffset), head + n);
+	D::st_release_sys(reinterpret_cast<u32 *>(q.cq_doorbell), static_cast<u32>((head + n) & mask));
+	const u64 sqhead = D::ld_relaxed_gpu(Q::word(q, V::SQHeadOffset));
+	const u64 sqtail = D::ld_relaxed_gpu(Q::word(q, V::SQTailOffset));
+	const u64 delta = (static_cast<u64>(last_sqhd) - sqhead) & mask;
+	if (delta != 0 && delta <= sqtail - sqhead) D::st_relaxed_gpu(Q::word(q, V::SQHeadOffset), sqhead + delta);
+}
+
+// completion_at_head peeks (without the lock) whether the CQ head holds a
+// new entry.
+__device__ __forceinline__ bool completion_at_head(const queue_desc &q) {
+	const u64 head = D::ld_relaxed_gpu(Q::word(q, V::CQHeadOffset));
+	const u32 *cq = reinterpret_cast<const u32 *>(q.cq);
+	const u32 dw3 = D::ld_volatile_sys(cq + (head & (q.depth - 1)) * 4 + 3);
+	const u32 expected = ((head >> Q::shift(q)) & 1) == 0 ? 1u : 0u;
+	return ((dw3 >> 16) & 1u) == expected;
+}
+
+// Results of submit_read.
+constexpr int submitted = 0;
+constexpr int stopped = 1;    // the time box ended before the command was enqueued
+constexpr int timed_out = 2;  // the deadline passed before the command was enqueued
+
+// submit_read enqueues a Read of one line into the staging slot of its
+// position; *pos receives the position (= CID). Gives up, enqueueing
+// nothing, when the clock passes stop (the benchmark's time box) or the
+// deadline.
+__device__ int submit_read(const queue_desc &q, u32 nsid, u64 lba, u32 blocks, u32 line_shift, u64 deadline, u64 stop,
+                           u64 *pos) {
+	const u64 mask = q.depth - 1;
+	const u64 limit = stop < deadline ? stop : deadline;
+	D::backoff b;
+	for (;;) {
+		if (!lock(q, limit)) return D::globaltimer() > deadline ? timed_out : stopped;
+		const u64 tail = D::ld_relaxed_gpu(Q::word(q, V::SQTailOffset));
+		const u64 head = D::ld_relaxed_gpu(Q::word(q, V::SQHeadOffset));
+		const u64 p = tail & mask;
+		u64 *state = Q::cid_record(q, p) + V::CIDStateOffset / 8;
+		if (tail - head < mask && D::ld_acquire_gpu(state) == V::CIDFree) {
+			D::st_relaxed_gpu(state, static_cast<u64>(V::CIDInFlight));
+			u64 prp1, prp2;
+			Q::prps(q, p, line_shift, &prp1, &prp2);
+			bam::nvme_command cmd = bam::nvme_command::read_write(bam::nvme_op_read, nsid, lba, blocks, prp1, prp2);
+			cmd.dw[0] = (cmd.dw[0] & 0xffffu) | (static_cast<u32>(p) << 16);
+			uint4 *sqe = reinterpret_cast<uint4 *>(q.sq + p * 64);
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(sqe + i), "r"(cmd.dw[4 * i]),
+				             "r"(cmd.dw[4 * i + 1]), "r"(cmd.dw[4 * i + 2]), "r"(cmd.dw[4 * i + 3])
+				             : "memory");
+			}
+			__threadfence_system();
+			D::st_relaxed_gpu(Q::word(q, V::SQTailOffset), tail + 1);
+			D::st_release_sys(reinterpret_cast<u32 *>(q.sq_doorbell), static_cast<u32>((tail + 1) & mask));
+			unlock(q);
+			*pos = p;
+			return submitted;
+		}
+		// Full, or the position's previous command not retired: help
+		// dequeue, then retry.
+		if (completion_at_head(q)) drain(q);
+		unlock(q);
+		const u64 now = D::globaltimer();
+		if (now > deadline) return timed_out;
+		if (now > stop) return stopped;
+		b.pause();
+	}
+}
+
+// wait polls the command's CID record; when the CQ head shows a new entry
+// it takes the lock and dequeues. False on timeout (the CID is abandoned).
+__device__ bool wait(const queue_desc &q, u64 pos, u64 deadline, u32 *status) {
+	u64 *state = Q::cid_record(q, pos) + V::CIDStateOffset / 8;
+	D::backoff b;
+	for (u32 i = 0;; i++) {
+		if (D::ld_acquire_gpu(state) == V::CIDDone) break;
+		if (completion_at_head(q)) {
+			if (lock(q, deadline)) {
+				drain(q);
+				unlock(q);
+				continue;
+			}
+		}
+		if ((i & 7) == 7 && D::globaltimer() > deadline) {
+			if (atomicCAS(reinterpret_cast<unsigned long long *>(state), static_cast<unsigned long long>(V::CIDInFlight),
+			              static_cast<unsigned long long>(V::CIDAbandoned)) == V::CIDInFlight) {
+				*status = bam::status_timeout;
+				return false;
+			}
+			break;
+		}
+		b.pause();
+	}
+	const u64 result = D::ld_relaxed_gpu(Q::cid_record(q, pos) + V::CIDResultOffset / 8);
+	*status = static_cast<u32>(result >> V::ResultStatusShift) & 0x7fffu;
+	return true;
+}
+
+}  // namespace lockq
+
+// copy_checked copies one line from a staging slot to device memory (16-byte
+// accesses, eight in flight, as bam::cache does) and reports whether its
+// first and last words are the expected ones.
+__device__ __forceinline__ bool copy_checked(unsigned char *to, const unsigned char *from, u64 bytes, u64 first, u64 last) {
+	const uint4 *src = reinterpret_cast<const uint4 *>(from);
+	uint4 *dst = reinterpret_cast<uint4 *>(to);
+	const u64 n = bytes / 16;
+	u64 f = 0, l = 0;
+	for (u64 i = 0; i < n; i += 8) {
+		uint4 v[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) v[k] = __ldcv(src + i + k);
+#pragma unroll
+		for (int k = 0; k < 8; k++) __stcg(dst + i + k, v[k]);
+		if (i == 0) f = static_cast<u64>(v[0].x) | (static_cast<u64>(v[0].y) << 32);
+		if (i + 8 >= n) l = static_cast<u64>(v[7].z) | (static_cast<u64>(v[7].w) << 32);
+	}
+	return f == first && l == last;
+}
+
+// perm_bits is a bijection on [0, 2^bits) that scatters consecutive inputs.
+__device__ __forceinline__ u64 perm_bits(u64 x, u32 bits, u64 seed) {
+	const u64 mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+	const u32 s = bits > 1 ? bits / 2 : 1;
+#pragma unroll
+	for (int r = 0; r < 3; r++) {
+		x = (x * 0x9e3779b97f4a7c15ull) & mask;
+		x ^= x >> s;
+		x = (x + bam::mix64(seed + r)) & mask;
+	}
+	return x;
+}
+
+// read_nc reads element i of a u64 array without warp coalescing: every
+// lane acquires and releases the line for itself (ablation C4).
+__device__ __noinline__ u64 read_nc(const bam::array_desc &d, u64 i) {
+	if (i >= d.elem_count) {
+		bam::detail::record_error(d, L::ErrCodeOutOfRange, 0, i, 0, 0);
+		return 0;
+	}
+	const u64 per = (1ull << d.line_shift) / 8;
+	const u64 line = i / per;
+	const bam::cache::handle h = bam::cache::acquire(d, bam::cache::locate(d, line), 1, i);
+	if (!h.ok) return 0;
+	const u64 v = bam::detail::load_line<u64>(bam::cache::line_data(d, h.way) + (i - line * per) * 8);
+	bam::cache::release(d, h.way, 1, false);
+	return v;
+}
+
+__device__ __forceinline__ void add_sum(u64 *out, u64 s) {
+	s = bam::warp_sum(s);
+	if ((threadIdx.x & 31u) == 0 && s != 0) atomicAdd(reinterpret_cast<unsigned long long *>(out), s);
+}
+
+}  // namespace
+
+// bam_bench_queue_read: every thread issues up to iters Reads of one line
+// (random line of the namespace nsid, which holds pattern64(data_seed, w)
+// in its 64-bit word w) through its warp's queue pair, stopping early once
+// budget_ns have passed since the first thread started. Counters:
+// [0] completed, [1] failed (status or timeout), [2] mismatched words,
+// [3] start time. mode_copy copies each line into dst (dst_lines lines,
+// rotating) and checks its first and last word; mode_verify compares every
+// word; otherwise the first word of the staging slot is checked.
+// mode_latency records, for command k < lat_n, four u64 at lat[4k]: I/O
+// nanoseconds (%globaltimer, reserve to completion), I/O cycles (%clock64),
+// and the same two up to the data being in device memory.
+BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues, u64 mode, u64 iters, u64 budget_ns,
+                                     u64 timeout_ns, u64 nsid, u64 lines, u64 line_shift, u64 lba_shift, u64 seed,
+                                     u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat, u64 lat_n) {
+	namespace D = bam::detail;
+	const u64 tid = bam::global_thread_id();
+	const bam::queue_desc &q = queues[(tid >> 5) % nqueues];
+	const u64 stop = first_start(counters + ctr_start) + budget_ns;
+	const u32 ls = static_cast<u32>(line_shift);
+	const u64 bytes = 1ull << ls;
+	const u64 words = bytes / 8;
+	const u32 blocks = 1u << lba_shift;
+	u64 done = 0, failed = 0, bad = 0;
+	for (u64 it = 0; it < iters; it++) {
+		if (D::globaltimer() > stop) break;
+		const u64 k = tid * iters + it;
+		const u64 line = bam::mix64(seed + k) % lines;
+		const u64 lba = line << lba_shift;
+		const u64 g0 = D::globaltimer();
+		const u64 c0 = cycles();
+		const u64 deadline = g0 + timeout_ns;
+		u64 pos;
+		u32 status = 0;
+		bool ok;
+		if (mode & mode_locked) {
+			const int r = lockq::submit_read(q, static_cast<u32>(nsid), lba, blocks, ls, deadline, stop, &pos);
+			if (r == lockq::stopped) break;
+			if (r != lockq::submitted) {
+				failed++;
+				break;
+			}
+			ok = lockq::wait(q, pos, deadline, &status);
+		} else {
+			if (!bam::queue::reserve(q, deadline, &pos)) {
+				failed++;
+				break;
+			}
+			u64 prp1, prp2;
+			bam::queue::prps(q, pos, ls, &prp1, &prp2);
+			bam::queue::issue(q, pos,
+			                  bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), lba, blocks, prp1, prp2));
+			ok = bam::queue::wait(q, pos, deadline, &status);
+		}
+		const u64 g1 = D::globaltimer();
+		const u64 c1 = cycles();
+		if (!ok) {  // timed out: the CID was abandoned, nothing to retire
+			failed++;
+			break;
+		}
+		if (!bam::queue::status_ok(status)) {
+			failed++;
+			bam::queue::retire(q, pos);
+			continue;
+		}
+		const unsigned char *slot = bam::queue::staging(q, pos, ls);
+		const u64 wbase = line * words;
+		if (mode & mode_verify) {
+			const u64 *w = reinterpret_cast<const u64 *>(slot);
+			for (u64 j = 0; j < words; j++) {
+				if (__ldcv(reinterpret_cast<const unsigned long long *>(w + j)) != bam::pattern64(data_seed, wbase + j)) bad++;
+			}
+		}
+		if (mode & mode_copy) {
+			unsigned char *to = dst + ((k % dst_lines) << ls);
+			if (!copy_checked(to, slot, bytes, bam::pattern64(data_seed, wbase), bam::pattern64(data_seed, wbase + words - 1))) {
+				bad++;
+			}
+		} else if (!(mode & mode_verify)) {
+			if (__ldcv(reinterpret_cast<const unsigned long long *>(slot)) != bam::pattern64(data_seed, wbase)) bad++;
+		}
+		bam::queue::retire(q, pos);
+		done++;
+		if ((mode & mode_latency) && k < lat_n) {
+			const u64 g2 = D::globaltimer();
+			const u64 c2 = cycles();
+			lat[4 * k + 0] = g1 - g0;
+			lat[4 * k + 1] = c1 - c0;
+			lat[4 * k + 2] = g2 - g0;
+			lat[4 * k + 3] = c2 - c0;
+		}
+	}
+	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
+	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
+	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+}
+
+// bam_bench_roundtrip: one thread writes i into ping (pinned host memory)
+// and spins until a host thread echoes it into pong, n times, recording
+// nanoseconds and cycles of each round trip at lat[2(i-1)]. Ends by writing
+// 0xffffffff into ping (the host thread's stop signal). counters[0]
+// receives the round trips done, counters[1] the timeouts.
+BAM_KERNEL void bam_bench_roundtrip(u32 *ping, const u32 *pong, u64 n, u64 timeout_ns, u64 *lat, u64 *counters) {
+	namespace D = bam::detail;
+	if (bam::global_thread_id() != 0) return;
+	u64 done = 0, timeouts = 0;
+	for (u64 i = 1; i <= n; i++) {
+		const u64 g0 = D::globaltimer();
+		const u64 c0 = cycles();
+		D::st_release_sys(ping, static_cast<u32>(i));
+		bool echoed = false;
+		for (u32 s = 0;; s++) {
+			if (D::ld_acquire_sys(pong) == static_cast<u32>(i)) {
+				echoed = true;
+				break;
+			}
+			if ((s & 63) == 63 && D::globaltimer() > g0 + timeout_ns) break;
+		}
+		const u64 c1 = cycles();
+		const u64 g1 = D::globaltimer();
+		if (!echoed) {
+			timeouts++;
+			break;
+		}
+		lat[2 * (i - 1)] = g1 - g0;
+		lat[2 * (i - 1) + 1] = c1 - c0;
+		done++;
+	}
+	D::st_release_sys(ping, 0xffffffffu);
+	counters[0] = done;
+	counters[1] = timeouts;
+}
+
+// bam_bench_sum_seq adds elements [0, n) of a through the cache,
+// consecutive threads reading consecutive elements (grid-stride). With
+// coalesce == 0 every lane acquires its line for itself.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq(bam::array<u64> a, u64 n, u64 coalesce, u64 *out) {
+	u64 s = 0;
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
+		s += coalesce ? a.read(i) : read_nc(*a.desc, i);
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_sum_lines_perm adds every element of a (2^lines_log2 lines of
+// per_line elements), one warp per line, lines visited in a pseudo-random
+// permutation.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_lines_perm(bam::array<u64> a, u64 lines_log2, u64 per_line, u64 seed, u64 *out) {
+	const u64 lines = 1ull << lines_log2;
+	const u64 warps = bam::grid_threads() >> 5;
+	const u32 lane = threadIdx.x & 31u;
+	u64 s = 0;
+	for (u64 w = bam::global_thread_id() >> 5; w < lines; w += warps) {
+		const u64 line = perm_bits(w, static_cast<u32>(lines_log2), seed);
+		for (u64 e = lane; e < per_line; e += 32) s += a.read(line * per_line + e);
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_lookup_array: count random 8-byte lookups, lookup i reading
+// element mix64(seed + i) & mask, through the cache (coalesced, or per lane
+// when coalesce == 0).
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_lookup_array(bam::array<u64> a, u64 mask, u64 count, u64 seed, u64 coalesce, u64 *out) {
+	u64 s = 0;
+	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) {
+		const u64 j = bam::mix64(seed + i) & mask;
+		s += coalesce ? a.read(j) : read_nc(*a.desc, j);
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_lookup_plain is bam_bench_lookup_array on a device array.
+BAM_KERNEL void bam_bench_lookup_plain(const u64 *__restrict__ data, u64 mask, u64 count, u64 seed, u64 *out) {
+	u64 s = 0;
+	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) {
+		s += data[bam::mix64(seed + i) & mask];
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_lookup_skewed: lookup i reads, with probability hot_per_256/256,
+// element (h >> 8) & hot_mask (the first hot_mask+1 elements), else
+// (h >> 8) & mask, h = mix64(seed + i). For the victim-policy ablation.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_lookup_skewed(bam::array<u64> a, u64 mask, u64 hot_mask, u64 hot_per_256, u64 count, u64 seed,
+                                        u64 *out) {
+	u64 s = 0;
+	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) {
+		const u64 h = bam::mix64(seed + i);
+		const u64 j = (h & 0xff) < hot_per_256 ? (h >> 8) & hot_mask : (h >> 8) & mask;
+		s += a.read(j);
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_seq_ref: warp w reads elements [w*32*coarsen, (w+1)*32*coarsen)
+// of a, lane l the elements w*32*coarsen + 32j + l, holding its line in a
+// bam::array_ref across reads; reps passes. Launch n / coarsen threads
+// (n a multiple of 32 * coarsen).
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 *out) {
+	const u64 tid = bam::global_thread_id();
+	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
+	u64 s = 0;
+	for (u64 r = 0; r < reps; r++) {
+		bam::array_ref<u64> ref(a);
+		for (u64 j = 0; j < coarsen; j++) {
+			const u64 i = base + 32 * j;
+			if (i < n) s += ref[i];
+		}
+		ref.release();
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_seq_array is bam_bench_seq_ref without array_ref: every read
+// acquires its line (coalesced, or per lane when coalesce == 0).
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_array(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 coalesce, u64 *out) {
+	const u64 tid = bam::global_thread_id();
+	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
+	u64 s = 0;
+	for (u64 r = 0; r < reps; r++) {
+		for (u64 j = 0; j < coarsen; j++) {
+			const u64 i = base + 32 * j;
+			if (i < n) s += coalesce ? a.read(i) : read_nc(*a.desc, i);
+		}
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_seq_plain is bam_bench_seq_ref on a device array.
+BAM_KERNEL void bam_bench_seq_plain(const u64 *__restrict__ data, u64 n, u64 coarsen, u64 reps, u64 *out) {
+	const u64 tid = bam::global_thread_id();
+	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
+	u64 s = 0;
+	for (u64 r = 0; r < reps; r++) {
+		for (u64 j = 0; j < coarsen; j++) {
+			const u64 i = base + 32 * j;
+			if (i < n) s += data[i];
+		}
+	}
+	add_sum(out, s);
+}
+
+// bam_bench_atomic_stride: thread t adds 1, iters times, to word
+// (t mod nwords) * stride of words: hot counters packed (stride 1) or
+// padded to their own sectors (ablation C4). The words must start at zero;
+// their sum is then threads * iters.
+BAM_KERNEL void bam_bench_atomic_stride(u64 *words, u64 nwords, u64 stride, u64 iters) {
+	const u64 tid = bam::global_thread_id();
+	unsigned long long *w = reinterpret_cast<unsigned long long *>(words + (tid % nwords) * stride);
+	for (u64 i = 0; i < iters; i++) atomicAdd(w, 1ull);
+}
