@@ -220,7 +220,7 @@ __device__ __forceinline__ bool copy_checked(unsigned char *to, const unsigned c
 	for (u64 i = 0; i < n; i += 8) {
 		uint4 v[8];
 #pragma unroll
-		for (int k = 0; k < 8; k++) v[k] = __ldcv(src + i + k);
+		for (int k = 0; k < 8; k++) v[k] = bam::detail::ld_host16(src + i + k);
 #pragma unroll
 		for (int k = 0; k < 8; k++) __stcg(dst + i + k, v[k]);
 		if (i == 0) f = static_cast<u64>(v[0].x) | (static_cast<u64>(v[0].y) << 32);

@@ -96,7 +96,7 @@ __device__ __forceinline__ void copy_from_staging(unsigned char *to, const unsig
 	for (u64 i = 0; i < n; i += 8) {
 		uint4 v[8];
 #pragma unroll
-		for (int k = 0; k < 8; k++) v[k] = __ldcv(src + i + k);
+		for (int k = 0; k < 8; k++) v[k] = detail::ld_host16(src + i + k);
 #pragma unroll
 		for (int k = 0; k < 8; k++) __stcg(dst + i + k, v[k]);
 	}
@@ -424,7 +424,7 @@ __device__ __forceinline__ void copy_part(unsigned char *to, const unsigned char
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
 			const u64 c = base + static_cast<u64>(k) * lanes;
-			if (c < n) v[k] = __ldcv(src + c);
+			if (c < n) v[k] = detail::ld_host16(src + c);
 		}
 #pragma unroll
 		for (int k = 0; k < 8; k++) {

@@ -107,6 +107,19 @@ __device__ __forceinline__ uint4 ld_cqe(const u32 *p) {
 	return v;
 }
 
+// ld_host16 reads 16 bytes of host memory written by a host thread (a
+// staging slot). relaxed.sys loads are coherent with the host's writes, so
+// no stale copy from an earlier use of the slot is returned, yet unlike
+// volatile (.cv) loads many of them can be in flight at once.
+__device__ __forceinline__ uint4 ld_host16(const uint4 *p) {
+	uint4 v;
+	asm volatile("ld.relaxed.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	             : "l"(p)
+	             : "memory");
+	return v;
+}
+
 // fence_acquire_sys orders the loads before it (completion entries read
 // from host memory) before every access after it, at system scope.
 __device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
