@@ -12,6 +12,10 @@ help: ## list the targets
 test: vet ## vet, race-checked tests, example smoke runs (CPU only; GPU tests skip)
 	$(GO) test -race -timeout 45m $(PKGS)
 	$(GO) run ./examples/graph demo --scale 14 --engine cpu
+	@d=$$(mktemp -d) && trap 'rm -rf '"$$d" EXIT && \
+	  $(GO) run ./examples/analytics gen --store $$d/taxi --rows 200K && \
+	  $(GO) run ./examples/analytics query --store $$d/taxi --engine cpu --q q1 && \
+	  $(GO) run ./cmd/bam kv bench --threads 2 --duration 200ms --factor 2 --cache 4MiB --out "" >/dev/null && echo "kv bench smoke run: ok"
 
 vet: ## go vet and gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

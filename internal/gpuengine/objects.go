@@ -152,47 +152,31 @@ func (s *Objects) ReadAt(ctx context.Context, o *engine.Object, p []byte, off ui
 	}
 	s.account(b, 0, uint64(len(p)))
 	return b.rawRuns(off, uint64(len(p)), func(raw, pos, n uint64) error {
-		return b.readRaw(ctx, raw, p[pos:pos+n])
+		return b.rawRange(ctx, raw, p[pos:pos+n], (*Array).ReadRange)
 	})
 }
 
-// readRaw reads raw bytes, the 8-byte-aligned middle through the wide view.
-func (b *boundObject) readRaw(ctx context.Context, raw uint64, p []byte) error {
-	n := uint64(len(p))
-	head := min((8-raw%8)%8, n)
-	mid := (n - head) / 8 * 8
-	if head > 0 {
-		if err := b.raw.ReadRange(ctx, raw, p[:head]); err != nil {
-			return err
-		}
-	}
-	if mid > 0 {
-		if err := b.wide.ReadRange(ctx, (raw+head)/8, p[head:head+mid]); err != nil {
-			return err
-		}
-	}
-	if tail := n - head - mid; tail > 0 {
-		return b.raw.ReadRange(ctx, raw+head+mid, p[head+mid:])
-	}
-	return nil
-}
+// rangeOp is ReadRange or WriteRange of an Array.
+type rangeOp func(a *Array, ctx context.Context, start uint64, p []byte) error
 
-func (b *boundObject) writeRaw(ctx context.Context, raw uint64, p []byte) error {
+// rawRange moves raw bytes [raw, raw+len(p)): the 8-byte-aligned middle
+// through the wide view (one thread per 8 bytes), the edges byte by byte.
+func (b *boundObject) rawRange(ctx context.Context, raw uint64, p []byte, op rangeOp) error {
 	n := uint64(len(p))
 	head := min((8-raw%8)%8, n)
 	mid := (n - head) / 8 * 8
 	if head > 0 {
-		if err := b.raw.WriteRange(ctx, raw, p[:head]); err != nil {
+		if err := op(b.raw, ctx, raw, p[:head]); err != nil {
 			return err
 		}
 	}
 	if mid > 0 {
-		if err := b.wide.WriteRange(ctx, (raw+head)/8, p[head:head+mid]); err != nil {
+		if err := op(b.wide, ctx, (raw+head)/8, p[head:head+mid]); err != nil {
 			return err
 		}
 	}
 	if tail := n - head - mid; tail > 0 {
-		return b.raw.WriteRange(ctx, raw+head+mid, p[head+mid:])
+		return op(b.raw, ctx, raw+head+mid, p[head+mid:])
 	}
 	return nil
 }
@@ -208,7 +192,7 @@ func (s *Objects) WriteAt(ctx context.Context, o *engine.Object, p []byte, off u
 	}
 	s.account(b, 0, uint64(len(p)))
 	return b.rawRuns(off, uint64(len(p)), func(raw, pos, n uint64) error {
-		return b.writeRaw(ctx, raw, p[pos:pos+n])
+		return b.rawRange(ctx, raw, p[pos:pos+n], (*Array).WriteRange)
 	})
 }
 

@@ -85,23 +85,10 @@ __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
 	return reinterpret_cast<const queue_desc *>(d.queues)[warp % d.nqueues];
 }
 
-// copy_line copies one line with 16-byte accesses, eight in flight. from
-// and to are 16-byte aligned. Host-memory sources are read with .cv (never
-// a cached copy); device lines are read and written at L2 (.cg), because L1
-// is not coherent with the other multiprocessors that fill and write lines.
-__device__ __forceinline__ void copy_from_staging(unsigned char *to, const unsigned char *from, u64 bytes) {
-	const uint4 *src = reinterpret_cast<const uint4 *>(from);
-	uint4 *dst = reinterpret_cast<uint4 *>(to);
-	const u64 n = bytes / 16;
-	for (u64 i = 0; i < n; i += 8) {
-		uint4 v[8];
-#pragma unroll
-		for (int k = 0; k < 8; k++) v[k] = detail::ld_host16(src + i + k);
-#pragma unroll
-		for (int k = 0; k < 8; k++) __stcg(dst + i + k, v[k]);
-	}
-}
-
+// copy_to_staging copies one line out of the cache into a staging slot with
+// 16-byte accesses, eight in flight: line reads at L2 (.cg, since L1 is not
+// coherent with the multiprocessors that write lines), write-through
+// stores to host memory.
 __device__ __forceinline__ void copy_to_staging(unsigned char *to, const unsigned char *from, u64 bytes) {
 	const uint4 *src = reinterpret_cast<const uint4 *>(from);
 	uint4 *dst = reinterpret_cast<uint4 *>(to);
@@ -115,23 +102,22 @@ __device__ __forceinline__ void copy_to_staging(unsigned char *to, const unsigne
 	}
 }
 
-// io moves one line between way g and storage with one NVMe command.
-// Returns the NVMe status (0 on success, status_timeout on a timeout).
-__device__ __noinline__ u32 io(const array_desc &d, u64 g, const where &w, u32 opcode, u64 deadline) {
+// write_line writes way g to storage at w with one NVMe Write through a
+// staging slot. Returns the NVMe status (0 on success, status_timeout on a
+// timeout). Fills go through io_read instead.
+__device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &w, u64 deadline) {
 	const queue_desc &q = pick_queue(d);
 	u64 t;
 	if (!queue::reserve(q, deadline, &t)) return status_timeout;
 	unsigned char *slot = queue::staging(q, t, static_cast<u32>(d.line_shift));
-	const u64 bytes = 1ull << d.line_shift;
-	if (opcode == nvme_op_write) copy_to_staging(slot, line_data(d, g), bytes);
+	copy_to_staging(slot, line_data(d, g), 1ull << d.line_shift);
 	u64 prp1, prp2;
 	queue::prps(q, t, static_cast<u32>(d.line_shift), &prp1, &prp2);
 	const u32 blocks = 1u << d.lba_shift;
-	queue::issue(q, t, nvme_command::read_write(opcode, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
+	queue::issue(q, t, nvme_command::read_write(nvme_op_write, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
 	detail::count(d, L::StatCommands, 1);
 	u32 status;
 	if (!queue::wait(q, t, deadline, &status)) return status_timeout;
-	if (queue::status_ok(status) && opcode == nvme_op_read) copy_from_staging(line_data(d, g), slot, bytes);
 	queue::retire(q, t);
 	return status;
 }
@@ -355,7 +341,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 			ow.tag = old_tag;
 			ow.nsid = (old_tag >> C::TagNamespaceShift) + 1;
 			ow.lba = (old_tag & C::TagLineMask) << d.lba_shift;
-			const u32 st = io(d, victim, ow, nvme_op_write, deadline);
+			const u32 st = write_line(d, victim, ow, deadline);
 			detail::count(d, L::StatWriteBacks, 1);
 			if (st != 0) {
 				take_lock(lock, deadline + d.timeout_ns);
@@ -513,7 +499,7 @@ __device__ __noinline__ bool write_back_way(const array_desc &d, u64 g) {
 	w.nsid = (tag >> C::TagNamespaceShift) + 1;
 	w.lba = (tag & C::TagLineMask) << d.lba_shift;
 	const u64 deadline = detail::globaltimer() + d.timeout_ns;
-	const u32 st = io(d, g, w, nvme_op_write, deadline);
+	const u32 st = write_line(d, g, w, deadline);
 	detail::count(d, L::StatWriteBacks, 1);
 	__threadfence();
 	if (st != 0) {
