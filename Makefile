@@ -11,6 +11,7 @@ help: ## list the targets
 
 test: vet ## vet, race-checked tests, example smoke runs (CPU only; GPU tests skip)
 	$(GO) test -race -timeout 45m $(PKGS)
+	$(GO) test -count=1 ./gpucache ./internal/cpuengine ./array # the lock-free read path runs only without -race
 	$(GO) run ./examples/graph demo --scale 14 --engine cpu
 	@d=$$(mktemp -d) && trap 'rm -rf '"$$d" EXIT && \
 	  $(GO) run ./examples/analytics gen --store $$d/taxi --rows 200K && \

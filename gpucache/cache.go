@@ -121,7 +121,8 @@ type Cache struct {
 	backend Backend
 	r       *region
 	data    []byte
-	shift   uint // log2(LineSize)
+	shift   uint   // log2(LineSize)
+	setMask uint64 // Sets-1 when Sets is a power of two, else 0
 	errs    []atomic.Pointer[fillError]
 	stats   counters
 }
@@ -150,6 +151,9 @@ func New(cfg Config, backend Backend) (*Cache, error) {
 		r:       newRegion(cfg.Sets, cfg.Ways),
 		data:    buf[off : off+size : off+size],
 		errs:    make([]atomic.Pointer[fillError], lines),
+	}
+	if cfg.Sets&(cfg.Sets-1) == 0 {
+		c.setMask = uint64(cfg.Sets) - 1
 	}
 	for c.shift = 0; 1<<c.shift < cfg.LineSize; c.shift++ {
 	}
@@ -225,4 +229,13 @@ func (h Handle) Release() { subRefs(h.c.r.state(h.g), h.count) }
 func (h Handle) ReleaseDirty() {
 	h.MarkDirty()
 	h.Release()
+}
+
+// setOf is SetIndex(tag, Sets) without a division when Sets is a power of
+// two (the common geometry).
+func (c *Cache) setOf(tag uint64) uint32 {
+	if c.setMask != 0 {
+		return uint32((tag&TagLineMask + (tag>>TagNamespaceShift)*SetHashMul) & c.setMask)
+	}
+	return SetIndex(tag, c.cfg.Sets)
 }

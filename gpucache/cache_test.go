@@ -566,3 +566,46 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(100 * time.Microsecond)
 	}
 }
+
+func TestPeekValid(t *testing.T) {
+	ctx := context.Background()
+	c, _ := newTestCache(t, Config{Sets: 1, Ways: 2, LineSize: 512})
+	h, err := c.Acquire(ctx, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	line, s, ok := c.Peek(7)
+	if !ok || len(line) != 512 {
+		t.Fatalf("Peek of a resident line: ok=%v len=%d", ok, len(line))
+	}
+	if !c.Valid(7, s) {
+		t.Fatal("Valid right after Peek is false")
+	}
+	if _, _, ok := c.Peek(8); ok {
+		t.Fatal("Peek of an absent line is true")
+	}
+	// Fill both ways with other tags: 7 is evicted, its snapshot is stale.
+	for _, tag := range []uint64{8, 9} {
+		h, err := c.Acquire(ctx, tag, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Release()
+	}
+	if c.Valid(7, s) {
+		t.Fatal("Valid after the way was reused is true")
+	}
+	// Evicted and refilled with the same tag: the generation tells.
+	h, err = c.Acquire(ctx, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	if _, s2, ok := c.Peek(7); !ok || s2 == s {
+		t.Fatalf("Peek after refill: ok=%v, snapshot unchanged=%v", ok, s2 == s)
+	}
+	if c.Valid(7, s) {
+		t.Fatal("old snapshot valid after the line was evicted and refilled")
+	}
+}

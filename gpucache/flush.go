@@ -172,7 +172,7 @@ func (c *Cache) Invalidate(ctx context.Context, tag uint64) error {
 	if tag == TagEmpty {
 		return fmt.Errorf("%w: %#x is the reserved empty tag", ErrInvalidTag, tag)
 	}
-	set := SetIndex(tag, c.cfg.Sets)
+	set := c.setOf(tag)
 	w := c.newWaiter()
 	for {
 		if err := c.lockSet(ctx, set, &w); err != nil {

@@ -96,3 +96,15 @@ func TestSetIndexAndTags(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSetOfMatchesSetIndex(t *testing.T) {
+	for _, sets := range []uint32{1, 2, 3, 64, 100, 4096} {
+		c, _ := newTestCache(t, Config{Sets: sets, Ways: 1, LineSize: 512})
+		for i := uint64(0); i < 5000; i++ {
+			tag := (i%3)<<TagNamespaceShift | i*7919
+			if got, want := c.setOf(tag), SetIndex(tag, sets); got != want {
+				t.Fatalf("sets %d tag %#x: setOf %d, SetIndex %d", sets, tag, got, want)
+			}
+		}
+	}
+}

@@ -86,6 +86,10 @@ func (r *region) status(g uintptr) *uint32 {
 	return (*uint32)(unsafe.Add(r.base, r.wayrec+g*WayStride+WayStatusOffset))
 }
 
+func (r *region) gen(g uintptr) *uint32 {
+	return (*uint32)(unsafe.Add(r.base, r.wayrec+g*WayStride+WayGenOffset))
+}
+
 // refs is the reference count held in state word s.
 func refs(s uint32) uint32 { return s & StateRefMask }
 

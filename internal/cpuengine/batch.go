@@ -89,6 +89,7 @@ type grouper struct {
 	next  [window]int16 // next request of the same group, -1 ends
 	tail  [window]int16
 	n     int
+	slow  slowReads // reads Peek could not serve (optimistic reads)
 }
 
 func (g *grouper) group(st *objState, idx []uint64) {
@@ -134,6 +135,20 @@ func (e *Engine) batchRange(ctx context.Context, st *objState, idx []uint64, buf
 		e.total.acquires.Add(acquires)
 		st.st.acquires.Add(acquires)
 	}()
+	out := buf
+	if !write && optimisticReads {
+		// Hits first, the whole batch at once and without references
+		// (gpucache.PeekMany: copy, then check the line did not change);
+		// only the rest is grouped and acquired, then scattered back.
+		var hits uint64
+		idx, buf, hits = e.peekReads(st, idx, buf, &g.slow)
+		acquires += hits
+		e.cache.AddPeekHits(hits)
+		if len(idx) == 0 {
+			return nil
+		}
+		defer g.slow.scatter(out, es)
+	}
 	for w := 0; w < len(idx); w += window {
 		if w > 0 {
 			if err := ctx.Err(); err != nil {
@@ -141,37 +156,16 @@ func (e *Engine) batchRange(ctx context.Context, st *objState, idx []uint64, buf
 			}
 		}
 		part := idx[w:min(w+window, len(idx))]
+		wbuf := buf[uint64(w)*es : uint64(w+len(part))*es]
 		g.group(st, part)
 		for gi := range g.n {
-			h, err := e.cache.Acquire(ctx, st.tag(g.line[gi]), g.count[gi])
+			tag := st.tag(g.line[gi])
+			h, err := e.cache.Acquire(ctx, tag, g.count[gi])
 			if err != nil {
 				return fmt.Errorf("cpuengine: %q line %d: %w", st.desc.Name, g.line[gi], err)
 			}
 			acquires++
-			line := h.Line()
-			if es == 8 {
-				// The common 8-byte element: word moves instead of
-				// memmove calls.
-				for m := g.head[gi]; m >= 0; m = g.next[m] {
-					lp := (*uint64)(unsafe.Pointer(&line[(part[m]%per)*8]))
-					bp := (*uint64)(unsafe.Pointer(&buf[uint64(w+int(m))*8]))
-					if write {
-						*lp = *bp
-					} else {
-						*bp = *lp
-					}
-				}
-			} else {
-				for m := g.head[gi]; m >= 0; m = g.next[m] {
-					off := (part[m] % per) * es
-					b := buf[uint64(w+int(m))*es:][:es]
-					if write {
-						copy(line[off:off+es], b)
-					} else {
-						copy(b, line[off:off+es])
-					}
-				}
-			}
+			moveElems(h.Line(), g, gi, part, wbuf, es, per, write)
 			if write {
 				h.ReleaseDirty()
 			} else {
@@ -180,6 +174,33 @@ func (e *Engine) batchRange(ctx context.Context, st *objState, idx []uint64, buf
 		}
 	}
 	return nil
+}
+
+// moveElems copies the elements of group gi between line and buf (buf
+// holds the window's elements in request order).
+func moveElems(line []byte, g *grouper, gi int, part []uint64, buf []byte, es, per uint64, write bool) {
+	if es == 8 {
+		// The common 8-byte element: word moves instead of memmove calls.
+		for m := g.head[gi]; m >= 0; m = g.next[m] {
+			lp := (*uint64)(unsafe.Pointer(&line[(part[m]%per)*8]))
+			bp := (*uint64)(unsafe.Pointer(&buf[uint64(m)*8]))
+			if write {
+				*lp = *bp
+			} else {
+				*bp = *lp
+			}
+		}
+		return
+	}
+	for m := g.head[gi]; m >= 0; m = g.next[m] {
+		off := (part[m] % per) * es
+		b := buf[uint64(m)*es:][:es]
+		if write {
+			copy(line[off:off+es], b)
+		} else {
+			copy(b, line[off:off+es])
+		}
+	}
 }
 
 var grouperPool = sync.Pool{New: func() any { return new(grouper) }}

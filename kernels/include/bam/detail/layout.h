@@ -88,6 +88,10 @@ inline constexpr unsigned long long WayStateOffset = 0ull;
 inline constexpr unsigned long long WayClockOffset = 4ull;
 /// uint32 fill status within a way record: StatusOK, StatusFillFailed or StatusFillAborted.
 inline constexpr unsigned long long WayStatusOffset = 8ull;
+/// uint32 generation within a way record: incremented (while BUSY) each time the way is claimed
+/// for a new tag, so a reader that takes no reference can tell whether the line changed under
+/// it.
+inline constexpr unsigned long long WayGenOffset = 12ull;
 /// Width of the reference count in the low bits of the state word.
 inline constexpr unsigned long long StateRefBits = 29ull;
 /// Mask of the reference count; acquire n references with fetch_add(n).
