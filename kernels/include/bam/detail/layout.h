@@ -90,7 +90,8 @@ inline constexpr unsigned long long WayClockOffset = 4ull;
 inline constexpr unsigned long long WayStatusOffset = 8ull;
 /// uint32 generation within a way record: incremented (while BUSY) each time the way is claimed
 /// for a new tag, so a reader that takes no reference can tell whether the line changed under
-/// it.
+/// it. Maintained by the Go implementation, whose batched reads use it; device code always
+/// takes references and neither reads nor writes it.
 inline constexpr unsigned long long WayGenOffset = 12ull;
 /// Width of the reference count in the low bits of the state word.
 inline constexpr unsigned long long StateRefBits = 29ull;
