@@ -48,12 +48,6 @@ const (
 	WayClockOffset  = 4  // uint32 clock reference bit: 1 when the line was hit since the hand last passed
 	WayStatusOffset = 8  // uint32 fill status: StatusOK or the reason the last fill failed
 	WayGenOffset    = 12 // uint32 generation: incremented whenever the way is claimed for a new tag (Go implementation only; see Peek)
-	// Device only: a fill whose data waits in a queue's staging slot for its
-	// copy into the line (cache.cuh). Whoever swaps the slot address to 0
-	// copies and publishes the line, so no thread waits on another for it.
-	WayFillSlotOffset  = 16 // uint64 staging slot address of the pending fill, 0 when none
-	WayFillQueueOffset = 24 // uint32 index of the queue pair that holds the slot
-	WayFillPosOffset   = 28 // uint32 SQ position (CID) of the fill's command
 
 	// State word bits. The reference count is the low StateRefBits bits so
 	// that acquiring n references is one fetch_add(n) that also returns the
@@ -167,9 +161,6 @@ func Layout() layout.Group {
 			{Name: "WayStateOffset", Value: WayStateOffset, Doc: "uint32 state word within a way record: VALID|BUSY|DIRTY bits and the reference count."},
 			{Name: "WayClockOffset", Value: WayClockOffset, Doc: "uint32 clock reference bit within a way record: set to 1 by hits, cleared by the passing hand."},
 			{Name: "WayStatusOffset", Value: WayStatusOffset, Doc: "uint32 fill status within a way record: StatusOK, StatusFillFailed or StatusFillAborted."},
-			{Name: "WayFillSlotOffset", Value: WayFillSlotOffset, Doc: "Device only: uint64 address of the staging slot holding a fill's data not yet copied into the line, 0 when none; swapped to 0 by the thread that copies it."},
-			{Name: "WayFillQueueOffset", Value: WayFillQueueOffset, Doc: "Device only: uint32 index of the queue pair of the pending fill's command."},
-			{Name: "WayFillPosOffset", Value: WayFillPosOffset, Doc: "Device only: uint32 SQ position (CID) of the pending fill's command, retired after the copy."},
 			{Name: "WayGenOffset", Value: WayGenOffset, Doc: "uint32 generation within a way record: incremented (while BUSY) each time the way is claimed for a new tag, so a reader that takes no reference can tell whether the line changed under it. Maintained by the Go implementation, whose batched reads use it; device code always takes references and neither reads nor writes it."},
 			{Name: "StateRefBits", Value: StateRefBits, Doc: "Width of the reference count in the low bits of the state word."},
 			{Name: "StateRefMask", Value: StateRefMask, Doc: "Mask of the reference count; acquire n references with fetch_add(n)."},

@@ -108,12 +108,13 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_kv_get(bam::array<uint4> table, const unsig
 		bam::coalesce::group grp{};
 		if (mine) {
 			grp = bam::coalesce::by(active, home);
-			bam::cache::handle hd{0, false, 0, 0, 0};
-			if (grp.is_leader()) hd = bam::cache::acquire_hit(d, bam::cache::locate(d, home), grp.count, i);
-			// Misses of the warp's keys are copied in by the whole warp.
-			bam::cache::warp_fill(d, hd);
-			way = grp.broadcast(hd.way);
-			ok = grp.broadcast(static_cast<u32>(hd.ok));
+			if (grp.is_leader()) {
+				const bam::cache::handle hd = bam::cache::acquire(d, bam::cache::locate(d, home), grp.count, i);
+				way = hd.way;
+				ok = hd.ok;
+			}
+			way = grp.broadcast(way);
+			ok = grp.broadcast(ok);
 		}
 		__syncwarp();
 		// Probe the 32 keys one by one with the whole warp.

@@ -99,6 +99,24 @@ __device__ __forceinline__ void count_groups(const array_desc &d, u32 active, co
 	if ((threadIdx.x & 31) == static_cast<u32>(__ffs(active) - 1)) detail::count(d, layout::engine::StatAcquires, __popc(leaders));
 }
 
+// group_fill finishes a fill the group's leader left pending: every lane
+// of the group copies a share of the line from the staging slot (a lane
+// alone would need 256 sequential 16-byte loads across PCIe for a 4 KiB
+// line), then the leader publishes it. Only lanes of the group take part,
+// and they are all waiting for their leader anyway, so the copy never waits
+// on a lane that might itself wait on this line.
+__device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::group &g, cache::handle &h) {
+	const u64 staging = g.broadcast(h.staging);
+	if (staging == 0) return;
+	const u64 way = g.broadcast(h.way);
+	const u32 lane = threadIdx.x & 31;
+	const u32 rank = __popc(g.mask & ((1u << lane) - 1u));
+	cache::copy_part(cache::line_data(d, way), reinterpret_cast<const unsigned char *>(staging), 1ull << d.line_shift, rank,
+	                 g.count);
+	__syncwarp(g.mask);
+	if (g.is_leader()) cache::finish_fill(d, h);
+}
+
 template <typename T>
 class array {
    public:
@@ -130,7 +148,7 @@ class array {
 		count_groups(d, active, g);
 		cache::handle h{0, false, 0, 0, 0};
 		if (g.is_leader()) h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
-		cache::warp_fill(d, h);
+		group_fill(d, g, h);
 		const u64 way = g.broadcast(h.way);
 		const u32 ok = g.broadcast(static_cast<u32>(h.ok));
 		T v{};
@@ -156,7 +174,7 @@ class array {
 		count_groups(d, active, g);
 		cache::handle h{0, false, 0, 0, 0};
 		if (g.is_leader()) h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
-		cache::warp_fill(d, h);
+		group_fill(d, g, h);
 		const u64 way = g.broadcast(h.way);
 		const u32 ok = g.broadcast(static_cast<u32>(h.ok));
 		if (ok) detail::store_line<T>(cache::line_data(d, way) + off, v);
@@ -209,7 +227,7 @@ class array_ref {
 			count_groups(d, movers, g);
 			cache::handle h{0, false, 0, 0, 0};
 			if (g.is_leader()) h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
-			cache::warp_fill(d, h);
+			group_fill(d, g, h);
 			const u64 way = g.broadcast(h.way);
 			const u32 ok = g.broadcast(static_cast<u32>(h.ok));
 			if (!ok) return T{};

@@ -40,15 +40,6 @@ __device__ __forceinline__ u32 *clock_at(const array_desc &d, u64 g) {
 __device__ __forceinline__ u32 *status_at(const array_desc &d, u64 g) {
 	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayStatusOffset);
 }
-__device__ __forceinline__ u64 *fill_slot_at(const array_desc &d, u64 g) {
-	return reinterpret_cast<u64 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayFillSlotOffset);
-}
-__device__ __forceinline__ u32 *fill_queue_at(const array_desc &d, u64 g) {
-	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayFillQueueOffset);
-}
-__device__ __forceinline__ u32 *fill_pos_at(const array_desc &d, u64 g) {
-	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayFillPosOffset);
-}
 __device__ __forceinline__ u32 *set_lock(const array_desc &d, u64 set) {
 	return reinterpret_cast<u32 *>(d.cache_meta + set * C::SetStride + C::SetLockOffset);
 }
@@ -88,14 +79,11 @@ __device__ __forceinline__ where locate(const array_desc &d, u64 l) {
 	return w;
 }
 
-// queue_index spreads warps over the queue pairs.
-__device__ __forceinline__ u32 queue_index(const array_desc &d) {
-	return static_cast<u32>((global_thread_id() >> 5) % d.nqueues);
+// pick_queue spreads warps over the queue pairs.
+__device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
+	const u64 warp = global_thread_id() >> 5;
+	return reinterpret_cast<const queue_desc *>(d.queues)[warp % d.nqueues];
 }
-__device__ __forceinline__ const queue_desc &queue_at(const array_desc &d, u32 i) {
-	return reinterpret_cast<const queue_desc *>(d.queues)[i];
-}
-__device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) { return queue_at(d, queue_index(d)); }
 
 // copy_to_staging copies one line out of the cache into a staging slot with
 // 16-byte accesses, eight in flight: line reads at L2 (.cg, since L1 is not
@@ -139,21 +127,17 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 // h->queue, h->ticket) until finish_fill retires it; on failure nothing is
 // held. Returns the NVMe status (status_timeout on a timeout).
 __device__ inline u32 io_read(const array_desc &d, const where &w, u64 deadline, struct handle *h);
-__device__ __forceinline__ u64 claim_fill(const array_desc &d, u64 g);
-__device__ __forceinline__ void copy_claimed(const array_desc &d, u64 g, u64 slot);
 
 // Result of acquire.
 struct handle {
 	u64 way;  // way index g, valid when ok
 	bool ok;
-	// A deferred fill (acquire_deferred): the line's data waits in a
-	// staging slot, published in the way record (fill_slot_at); the way is
-	// still BUSY. complete or warp_fill finishes it, unless a waiting thread
-	// took the copy over (then they wait for VALID).
-	u64 staging;  // the slot address when this handle's fill is pending, else 0
-	u64 queue;    // queue index of the pending fill's command
-	u64 ticket;   // ticket of the pending fill's command
-	u64 refs;     // references the handle holds (for an unwinding pending fill)
+	// A deferred fill (acquire_deferred): the line's data is in the
+	// staging slot of ticket `ticket` of queue `queue`, not yet copied into
+	// the line; the way is still BUSY. complete or the group copy finishes it.
+	u64 staging;  // device-mapped staging slot, 0 when nothing is pending
+	u64 queue;    // const queue_desc *
+	u64 ticket;
 };
 
 __device__ __forceinline__ void fail(const array_desc &d, u32 code, u32 status, u64 index, const where &w) {
@@ -234,15 +218,6 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 				for (u32 i = 0;; i++) {
 					s = detail::ld_acquire_gpu(state_at(d, g));
 					if (!(s & state_busy)) break;
-					if ((i & 15) == 15) {
-						// The data may already wait in a staging slot for a
-						// filler that is busy elsewhere: copy it in ourselves
-						// rather than wait on its progress.
-						if (const u64 slot = claim_fill(d, g)) {
-							copy_claimed(d, g, slot);
-							continue;
-						}
-					}
 					if ((i & 7) == 7 && detail::globaltimer() > deadline) {
 						atomicSub(state_at(d, g), n);
 						fail(d, L::ErrCodeTimeout, status_timeout, index, w);
@@ -396,23 +371,14 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 			fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
 			return h;
 		}
-		// Publish the pending fill in the way record: from here any thread
-		// that waits for this line may copy it in (claim_fill), so nobody
-		// ever waits on this thread's progress.
-		detail::st_relaxed_gpu(fill_queue_at(d, victim), static_cast<u32>(h.queue));
-		detail::st_relaxed_gpu(fill_pos_at(d, victim), static_cast<u32>(h.ticket & (queue_at(d, static_cast<u32>(h.queue)).depth - 1)));
-		__threadfence();
-		atomicExch(reinterpret_cast<unsigned long long *>(fill_slot_at(d, victim)), static_cast<unsigned long long>(h.staging));
 		h.way = victim;
 		h.ok = true;
-		h.refs = n;
 		return h;
 	}
 }
 
 __device__ inline u32 io_read(const array_desc &d, const where &w, u64 deadline, handle *h) {
-	const u32 qi = queue_index(d);
-	const queue_desc &q = queue_at(d, qi);
+	const queue_desc &q = pick_queue(d);
 	u64 t;
 	if (!queue::reserve(q, deadline, &t)) return status_timeout;
 	u64 prp1, prp2;
@@ -427,7 +393,7 @@ __device__ inline u32 io_read(const array_desc &d, const where &w, u64 deadline,
 		return status;
 	}
 	h->staging = reinterpret_cast<u64>(queue::staging(q, t, static_cast<u32>(d.line_shift)));
-	h->queue = qi;
+	h->queue = reinterpret_cast<u64>(&q);
 	h->ticket = t;
 	return 0;
 }
@@ -454,93 +420,22 @@ __device__ __forceinline__ void copy_part(unsigned char *to, const unsigned char
 	}
 }
 
-__device__ __forceinline__ void release(const array_desc &d, u64 g, u32 n, bool dirty);
-
-// claim_fill takes over the pending fill of way g: it returns the staging
-// slot to copy from, or 0 when there is none or another thread took it.
-__device__ __forceinline__ u64 claim_fill(const array_desc &d, u64 g) {
-	if (detail::ld_relaxed_gpu(fill_slot_at(d, g)) == 0) return 0;
-	const u64 s = atomicExch(reinterpret_cast<unsigned long long *>(fill_slot_at(d, g)), 0ull);
-	if (s != 0) __threadfence();  // the queue and position were written before the slot
-	return s;
-}
-
-// finish_claimed retires the claimed fill's staging slot and publishes the
-// line: one atomic BUSY -> VALID after the copy's stores (DESIGN.md §5: the
-// data is visible before the line turns VALID).
-__device__ __forceinline__ void finish_claimed(const array_desc &d, u64 g) {
-	const u32 qi = detail::ld_relaxed_gpu(fill_queue_at(d, g));
-	const u32 pos = detail::ld_relaxed_gpu(fill_pos_at(d, g));
+// finish_fill retires the fill's staging slot and publishes the line: one
+// atomic BUSY -> VALID after the copy's stores (DESIGN.md §5: the data is
+// visible before the line turns VALID).
+__device__ __forceinline__ void finish_fill(const array_desc &d, handle &h) {
+	if (h.staging == 0) return;
 	__threadfence();
-	queue::retire(queue_at(d, qi), pos);
-	atomicXor(state_at(d, g), state_valid | state_busy);
-}
-
-// copy_claimed copies a claimed fill into way g with the calling thread
-// alone and publishes it.
-__device__ __forceinline__ void copy_claimed(const array_desc &d, u64 g, u64 slot) {
-	copy_part(line_data(d, g), reinterpret_cast<const unsigned char *>(slot), 1ull << d.line_shift, 0, 1);
-	finish_claimed(d, g);
-}
-
-// wait_valid waits (bounded) until a fill another thread took over is
-// published. False on timeout (recorded).
-__device__ __forceinline__ bool wait_valid(const array_desc &d, u64 g, u64 index) {
-	const u64 deadline = detail::globaltimer() + d.timeout_ns;
-	detail::backoff b;
-	for (u32 i = 0;; i++) {
-		if (detail::ld_acquire_gpu(state_at(d, g)) & state_valid) return true;
-		if ((i & 7) == 7 && detail::globaltimer() > deadline) {
-			detail::record_error(d, L::ErrCodeTimeout, status_timeout, index, 0, 0);
-			return false;
-		}
-		b.pause();
-	}
+	queue::retire(*reinterpret_cast<const queue_desc *>(h.queue), h.ticket);
+	atomicXor(state_at(d, h.way), state_valid | state_busy);
+	h.staging = 0;
 }
 
 // complete finishes a deferred fill with the calling thread alone.
 __device__ __forceinline__ void complete(const array_desc &d, handle &h) {
 	if (h.staging == 0) return;
-	h.staging = 0;
-	if (const u64 s = claim_fill(d, h.way)) {
-		copy_claimed(d, h.way, s);
-	} else if (!wait_valid(d, h.way, 0)) {
-		release(d, h.way, static_cast<u32>(h.refs), false);
-		h.ok = false;
-	}
-}
-
-// warp_fill finishes the pending fills of the calling lanes together: the
-// lanes converged here copy each claimed line with 16-byte accesses side by
-// side (one thread alone needs 256 sequential PCIe round trips for a 4 KiB
-// line), then its owner publishes it. Only lanes that are already here take
-// part, and a fill another thread took over is waited for with a bound, so
-// no lane ever waits on a lane that might wait on it.
-__device__ __forceinline__ void warp_fill(const array_desc &d, handle &h) {
-	const u32 act = __activemask();
-	u64 s = 0;
-	if (h.staging != 0) s = claim_fill(d, h.way);
-	u32 pend = __ballot_sync(act, s != 0);
-	if (pend != 0) {
-		const u32 lane = threadIdx.x & 31;
-		const u32 rank = __popc(act & ((1u << lane) - 1u));
-		const u32 lanes = __popc(act);
-		const u64 bytes = 1ull << d.line_shift;
-		while (pend != 0) {
-			const u32 src = __ffs(pend) - 1;
-			pend &= pend - 1;
-			const u64 slot = __shfl_sync(act, s, src);
-			const u64 way = __shfl_sync(act, h.way, src);
-			copy_part(line_data(d, way), reinterpret_cast<const unsigned char *>(slot), bytes, rank, lanes);
-			__syncwarp(act);
-			if (lane == src) finish_claimed(d, h.way);
-		}
-	}
-	if (h.staging != 0 && s == 0 && !wait_valid(d, h.way, 0)) {
-		release(d, h.way, static_cast<u32>(h.refs), false);
-		h.ok = false;
-	}
-	h.staging = 0;
+	copy_part(line_data(d, h.way), reinterpret_cast<const unsigned char *>(h.staging), 1ull << d.line_shift, 0, 1);
+	finish_fill(d, h);
 }
 
 // acquire_deferred is acquire that may return with a fill pending

@@ -88,13 +88,6 @@ inline constexpr unsigned long long WayStateOffset = 0ull;
 inline constexpr unsigned long long WayClockOffset = 4ull;
 /// uint32 fill status within a way record: StatusOK, StatusFillFailed or StatusFillAborted.
 inline constexpr unsigned long long WayStatusOffset = 8ull;
-/// Device only: uint64 address of the staging slot holding a fill's data not yet copied into
-/// the line, 0 when none; swapped to 0 by the thread that copies it.
-inline constexpr unsigned long long WayFillSlotOffset = 16ull;
-/// Device only: uint32 index of the queue pair of the pending fill's command.
-inline constexpr unsigned long long WayFillQueueOffset = 24ull;
-/// Device only: uint32 SQ position (CID) of the pending fill's command, retired after the copy.
-inline constexpr unsigned long long WayFillPosOffset = 28ull;
 /// uint32 generation within a way record: incremented (while BUSY) each time the way is claimed
 /// for a new tag, so a reader that takes no reference can tell whether the line changed under
 /// it. Maintained by the Go implementation, whose batched reads use it; device code always
