@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/bam-go/bam/vq/vqbench"
 )
@@ -53,34 +51,5 @@ func runBenchQueues(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *jsonOut {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(e.stdout, string(b))
-	} else {
-		fmt.Fprintf(e.stdout, "%s on %s (%d cores), queues=%v depth=%v\n", res.Benchmark, res.Host.CPU, res.Host.Cores,
-			res.Params["queues"], res.Params["depth"])
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "figure\tvalue\tbaseline\tratio\t")
-		for _, f := range res.Figures {
-			fmt.Fprintf(tw, "%s\t%.0f %s\t%.0f\t%.2f\t\n", f.Name, f.Value, f.Unit, f.BaselineValue, f.Ratio)
-		}
-		tw.Flush()
-		if len(res.Figures) > 0 {
-			last := res.Figures[len(res.Figures)-1]
-			fmt.Fprintf(e.stdout, "baselines: single-lock queue; last row: %s\n", last.Baseline)
-		}
-	}
-	if *out != "" {
-		path, err := res.WriteFile(*out)
-		if err != nil {
-			return err
-		}
-		if !*jsonOut {
-			fmt.Fprintln(e.stdout, "wrote", path)
-		}
-	}
-	return nil
+	return reportResult(e, res, fmt.Sprintf("%s on %s (%d cores), queues=%v depth=%v", res.Benchmark, res.Host.CPU, res.Host.Cores, res.Params["queues"], res.Params["depth"]), *jsonOut, *out)
 }

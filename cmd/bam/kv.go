@@ -356,29 +356,5 @@ func runKVBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *jsonOut {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(e.stdout, string(b))
-	} else {
-		fmt.Fprintf(e.stdout, "%s on %s (%s, %d cores)\n", res.Benchmark, res.Device, res.Host.CPU, res.Host.Cores)
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "figure\tvalue\tunit\tbaseline\tratio\tgoal")
-		for _, f := range res.Figures {
-			fmt.Fprintf(tw, "%s\t%.4g\t%s\t%.4g\t%.3f\t%s\n", f.Name, f.Value, f.Unit, f.BaselineValue, f.Ratio, f.Goal)
-		}
-		tw.Flush()
-	}
-	if *out != "" {
-		path, err := res.WriteFile(*out)
-		if err != nil {
-			return err
-		}
-		if !*jsonOut {
-			fmt.Fprintln(e.stdout, "wrote", path)
-		}
-	}
-	return nil
+	return reportResult(e, res, fmt.Sprintf("%s on %s (%s, %d cores)", res.Benchmark, res.Device, res.Host.CPU, res.Host.Cores), *jsonOut, *out)
 }

@@ -93,6 +93,37 @@ func RunCC(ctx context.Context, s *bam.Store, name string, o RunOptions) (*Summa
 	return runCC[uint32](ctx, s, name, o)
 }
 
+// onGPU runs an algorithm on the GPU with the edges on storage and fills
+// the summary's cache and I/O figures from the engine's counters.
+func onGPU[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOptions, sum *Summary, run func(*GPU[V]) error) error {
+	r, err := OpenGPU[V](ctx, o.Dir, s, name, OnStorage, o.GPU)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	before, err := r.CacheStats()
+	if err != nil {
+		return err
+	}
+	if err := run(r); err != nil {
+		return err
+	}
+	after, err := r.CacheStats()
+	if err != nil {
+		return err
+	}
+	sum.Placement = string(OnStorage)
+	sum.CacheMisses = after.Misses - before.Misses
+	sum.BytesRead = (after.Fills - before.Fills) * uint64(after.LineSize)
+	sum.CacheBytes = r.eng.Config().CacheBytes
+	if acq := after.Acquires - before.Acquires; acq > 0 {
+		fills := after.Fills - before.Fills
+		h := float64(acq-min(fills, acq)) / float64(acq)
+		sum.HitRatio = &h
+	}
+	return nil
+}
+
 func runBFS[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOptions) (*Summary, error) {
 	eng, err := o.engine()
 	if err != nil {
@@ -109,30 +140,12 @@ func runBFS[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpt
 	sum := &Summary{Algorithm: "bfs", Graph: name, Engine: eng, Vertices: g.N, Edges: g.M, Source: &src}
 	var res *BFSResult
 	if eng == "gpu" {
-		r, err := OpenGPU[V](ctx, o.Dir, s, name, OnStorage, o.GPU)
+		err := onGPU(ctx, s, name, o, sum, func(r *GPU[V]) (err error) {
+			res, err = r.BFS(ctx, src)
+			return err
+		})
 		if err != nil {
 			return nil, err
-		}
-		defer r.Close()
-		before, err := r.CacheStats()
-		if err != nil {
-			return nil, err
-		}
-		if res, err = r.BFS(ctx, src); err != nil {
-			return nil, err
-		}
-		after, err := r.CacheStats()
-		if err != nil {
-			return nil, err
-		}
-		sum.Placement = string(OnStorage)
-		sum.CacheMisses = after.Misses - before.Misses
-		sum.BytesRead = (after.Fills - before.Fills) * uint64(after.LineSize)
-		sum.CacheBytes = r.eng.Config().CacheBytes
-		if acq := after.Acquires - before.Acquires; acq > 0 {
-			fills := after.Fills - before.Fills
-			h := float64(acq-min(fills, acq)) / float64(acq)
-			sum.HitRatio = &h
 		}
 	} else {
 		before := g.Array.Stats()
@@ -172,30 +185,12 @@ func runCC[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpti
 	sum := &Summary{Algorithm: "cc", Graph: name, Engine: eng, Vertices: g.N, Edges: g.M}
 	var res *CCResult
 	if eng == "gpu" {
-		r, err := OpenGPU[V](ctx, o.Dir, s, name, OnStorage, o.GPU)
+		err := onGPU(ctx, s, name, o, sum, func(r *GPU[V]) (err error) {
+			res, err = r.CC(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, err
-		}
-		defer r.Close()
-		before, err := r.CacheStats()
-		if err != nil {
-			return nil, err
-		}
-		if res, err = r.CC(ctx); err != nil {
-			return nil, err
-		}
-		after, err := r.CacheStats()
-		if err != nil {
-			return nil, err
-		}
-		sum.Placement = string(OnStorage)
-		sum.CacheMisses = after.Misses - before.Misses
-		sum.BytesRead = (after.Fills - before.Fills) * uint64(after.LineSize)
-		sum.CacheBytes = r.eng.Config().CacheBytes
-		if acq := after.Acquires - before.Acquires; acq > 0 {
-			fills := after.Fills - before.Fills
-			h := float64(acq-min(fills, acq)) / float64(acq)
-			sum.HitRatio = &h
 		}
 	} else {
 		before := g.Array.Stats()
