@@ -41,6 +41,13 @@
 //   - A failed log write (full disk, I/O error) fails the table for
 //     writes (ErrFailed); reads still work; reopening recovers every
 //     acknowledged write.
+//   - BytesTable: a value is appended to the value log (kv-<id>.vlog) and
+//     synced before its 16-byte pointer goes through the table's log, so
+//     the index never points at a value that could be lost. On open the
+//     value log is cut after the last record the index points to (torn
+//     appends, values whose index write was lost); a referenced record
+//     that fails its checksum is ErrCorrupt naming the file and offset.
+//     Space of overwritten values is not reclaimed yet.
 //
 // # Invariants
 //
