@@ -29,7 +29,20 @@
 // the worker; commands on other namespaces go to a bounded pool of executor
 // goroutines, so a slow file read does not stop other queues. Completions of
 // one queue may therefore be posted out of submission order, as NVMe allows.
-// A FaultHook can fail, delay or drop any fetched command.
+// A FaultHook can fail, delay or drop any fetched command; delayed commands
+// always run off the worker.
+//
+// Cached file reads: a Read on a FileNamespace opened without O_DIRECT is
+// first tried on the worker with a read that cannot block (preadv2 with
+// RWF_NOWAIT, which the kernel serves only from the page cache). Served,
+// it completes there with no hand-off (TargetStats.CachedReads counts
+// these); refused (a page not cached, a short read, a kernel without
+// RWF_NOWAIT) it goes to an executor and is read again from the start, so
+// a page-cache miss never holds up the worker. Writes, Flush, O_DIRECT
+// files, throttled device models and namespaces of other types keep the
+// executor path. TargetConfig.NoCachedReadInline turns the worker attempt
+// off. A large cached Read occupies the worker for its copy, as a Read of
+// a memory namespace does.
 //
 // Idle policy: a worker that finds no work keeps polling for
 // TargetConfig.Spin, yielding the processor between passes, then parks on a

@@ -97,26 +97,56 @@ func (t *Target) flush(q *queue, nsid uint32) Status {
 	return StatusSuccess
 }
 
+// nowaitReader is implemented by namespaces that can serve a read without
+// blocking when the data is at hand (FileNamespace: page-cache hits). See
+// FileNamespace.readNoWait.
+type nowaitReader interface {
+	readNoWait(p []byte, off int64) bool
+}
+
+// nsRead reads len(b) bytes at off. With nowait it only tries a read that
+// cannot block and reports blocked when the namespace declined; the caller
+// then runs the whole command again on an executor (reads are idempotent).
+func nsRead(e *nsEntry, b []byte, off int64, nowait bool) (blocked bool, err error) {
+	if nowait {
+		return !e.nowait.readNoWait(b, off), nil
+	}
+	_, err = e.ns.ReadAt(b, off)
+	return false, err
+}
+
 func (t *Target) readWrite(ec *execCtx, q *queue, e *nsEntry, cmd *Command) Status {
+	st, _ := t.transfer(ec, q, e, cmd, false)
+	return st
+}
+
+// transfer runs a Read or Write. With nowait (Reads on a nowaitReader
+// namespace only) it returns done false, having posted nothing and counted
+// nothing, as soon as the namespace would block.
+func (t *Target) transfer(ec *execCtx, q *queue, e *nsEntry, cmd *Command, nowait bool) (st Status, done bool) {
 	slba, nb := cmd.SLBA(), uint64(cmd.Blocks())
 	length := nb * e.lbaSize
 	if length > uint64(t.cfg.MaxTransfer) {
-		return StatusInvalidField.WithDNR()
+		return StatusInvalidField.WithDNR(), true
 	}
 	if !inRange(e, slba, nb) {
-		return StatusLBAOutOfRange.WithDNR()
+		return StatusLBAOutOfRange.WithDNR(), true
 	}
 	segs, st := ec.walker.walk(t.dma, cmd.PRP1, cmd.PRP2, int(length))
 	if !st.Success() {
-		return st.WithDNR()
+		return st.WithDNR(), true
 	}
 	off := int64(slba * e.lbaSize)
 	read := cmd.Opcode == OpRead
 	if !lbaMultiples(segs, e.lbaSize) {
 		// A PRP1 offset splits blocks across pages. Namespaces see only
 		// whole blocks, so the transfer goes through one bounce buffer.
-		if st := t.bounced(ec, e, segs, off, int(length), read); !st.Success() {
-			return st
+		st, blocked := t.bounced(ec, e, segs, off, int(length), read, nowait)
+		if blocked {
+			return 0, false
+		}
+		if !st.Success() {
+			return st, true
 		}
 		segs = nil
 	}
@@ -125,27 +155,35 @@ func (t *Target) readWrite(ec *execCtx, q *queue, e *nsEntry, cmd *Command) Stat
 			// Host memory: straight between the namespace and the
 			// destination bytes.
 			if read {
-				if _, err := e.ns.ReadAt(b, off); err != nil {
-					return ioStatus(err, StatusUnrecoveredRead)
+				blocked, err := nsRead(e, b, off, nowait)
+				if blocked {
+					return 0, false
+				}
+				if err != nil {
+					return ioStatus(err, StatusUnrecoveredRead), true
 				}
 			} else if _, err := e.ns.WriteAt(b, off); err != nil {
-				return ioStatus(err, StatusWriteFault)
+				return ioStatus(err, StatusWriteFault), true
 			}
 		} else {
 			buf := ec.buf(s.Len)
 			if read {
-				if _, err := e.ns.ReadAt(buf, off); err != nil {
-					return ioStatus(err, StatusUnrecoveredRead)
+				blocked, err := nsRead(e, buf, off, nowait)
+				if blocked {
+					return 0, false
+				}
+				if err != nil {
+					return ioStatus(err, StatusUnrecoveredRead), true
 				}
 				if err := t.dma.Write(s.Addr, buf); err != nil {
-					return StatusDataTransferError
+					return StatusDataTransferError, true
 				}
 			} else {
 				if err := t.dma.Read(s.Addr, buf); err != nil {
-					return StatusDataTransferError
+					return StatusDataTransferError, true
 				}
 				if _, err := e.ns.WriteAt(buf, off); err != nil {
-					return ioStatus(err, StatusWriteFault)
+					return ioStatus(err, StatusWriteFault), true
 				}
 			}
 		}
@@ -154,16 +192,16 @@ func (t *Target) readWrite(ec *execCtx, q *queue, e *nsEntry, cmd *Command) Stat
 	if read {
 		q.stats.reads.Add(1)
 		q.stats.bytesRead.Add(length)
-		return StatusSuccess
+		return StatusSuccess, true
 	}
 	if cmd.FUA() {
 		if err := e.ns.Flush(); err != nil {
-			return ioStatus(err, StatusWriteFault)
+			return ioStatus(err, StatusWriteFault), true
 		}
 	}
 	q.stats.writes.Add(1)
 	q.stats.bytesWritten.Add(length)
-	return StatusSuccess
+	return StatusSuccess, true
 }
 
 func lbaMultiples(segs []Segment, lbaSize uint64) bool {
@@ -177,11 +215,16 @@ func lbaMultiples(segs []Segment, lbaSize uint64) bool {
 
 // bounced moves a whole transfer through the execution context's buffer:
 // one namespace call, scattered to or gathered from the segments.
-func (t *Target) bounced(ec *execCtx, e *nsEntry, segs []Segment, off int64, length int, read bool) Status {
+// With nowait a Read that would block reports blocked and changes nothing.
+func (t *Target) bounced(ec *execCtx, e *nsEntry, segs []Segment, off int64, length int, read, nowait bool) (st Status, blocked bool) {
 	buf := ec.buf(length)
 	if read {
-		if _, err := e.ns.ReadAt(buf, off); err != nil {
-			return ioStatus(err, StatusUnrecoveredRead)
+		blocked, err := nsRead(e, buf, off, nowait)
+		if blocked {
+			return 0, true
+		}
+		if err != nil {
+			return ioStatus(err, StatusUnrecoveredRead), false
 		}
 	}
 	pos := 0
@@ -193,16 +236,16 @@ func (t *Target) bounced(ec *execCtx, e *nsEntry, segs []Segment, off int64, len
 			err = t.dma.Read(s.Addr, buf[pos:pos+s.Len])
 		}
 		if err != nil {
-			return StatusDataTransferError
+			return StatusDataTransferError, false
 		}
 		pos += s.Len
 	}
 	if !read {
 		if _, err := e.ns.WriteAt(buf, off); err != nil {
-			return ioStatus(err, StatusWriteFault)
+			return ioStatus(err, StatusWriteFault), false
 		}
 	}
-	return StatusSuccess
+	return StatusSuccess, false
 }
 
 // datasetManagement reads the range list and deallocates (zeroes) the ranges

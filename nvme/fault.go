@@ -30,7 +30,7 @@ type Fault struct {
 // FaultHook decides, for each command a Target fetches, whether to run it
 // normally, fail it, delay it or drop it. It is called on the worker that
 // fetched the command, in fetch order per queue, and must be quick and safe
-// for concurrent use across queues.
+// for concurrent use across queues. cmd is valid only during the call.
 type FaultHook func(qid uint16, cmd *Command) Fault
 
 // FaultRule is one rule of a FaultInjector: commands that Match (all when

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,10 @@ type FileNamespace struct {
 	direct  bool
 	blockDv bool
 	bounce  sync.Pool // *[]byte of directChunk aligned bytes
+
+	// noNowait is set once preadv2(RWF_NOWAIT) is found unsupported for
+	// this file, turning readNoWait off.
+	noNowait atomic.Bool
 }
 
 // OpenFileNamespace opens (or creates) path as a namespace.
@@ -181,6 +186,31 @@ func (n *FileNamespace) ReadAt(p []byte, off int64) (int, error) {
 		done += c
 	}
 	return done, nil
+}
+
+// readNoWait reads len(p) bytes at off only if that needs no device I/O:
+// on a file opened without O_DIRECT it issues preadv2 with RWF_NOWAIT,
+// which the kernel serves from the page cache or refuses with EAGAIN. It
+// reports whether p was filled. false (a page not cached, a short read,
+// any error, an O_DIRECT file or a kernel without RWF_NOWAIT) means
+// nothing is settled and the caller must fall back to ReadAt, which also
+// reports any error properly. The Target uses it to serve cached reads on
+// the fetching worker.
+func (n *FileNamespace) readNoWait(p []byte, off int64) bool {
+	if n.direct || len(p) == 0 || n.noNowait.Load() {
+		return false
+	}
+	if off < 0 || uint64(off)+uint64(len(p)) > n.blocks*uint64(n.lbaSize) {
+		return false
+	}
+	got, err := unix.Preadv2(n.fd, [][]byte{p}, off, unix.RWF_NOWAIT)
+	if err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			n.noNowait.Store(true)
+		}
+		return false
+	}
+	return got == len(p)
 }
 
 // WriteAt implements Namespace.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func openTestFile(t *testing.T, direct bool, lbaSize int) *FileNamespace {
@@ -62,13 +64,18 @@ func TestFileNamespaceOpen(t *testing.T) {
 
 func TestFileNamespaceTarget(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		direct  bool
-		lbaSize int
-	}{{"buffered-512", false, 512}, {"buffered-4k", false, 4096}, {"direct-512", true, 512}, {"direct-4k", true, 4096}} {
+		name     string
+		direct   bool
+		lbaSize  int
+		noInline bool // TargetConfig.NoCachedReadInline
+	}{
+		{"buffered-512", false, 512, false}, {"buffered-4k", false, 4096, false},
+		{"buffered-4k-executors", false, 4096, true},
+		{"direct-512", true, 512, false}, {"direct-4k", true, 4096, false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := openTestFile(t, tc.direct, tc.lbaSize)
-			h := newHarness(t, TargetConfig{Executors: 4}, ns, 8)
+			h := newHarness(t, TargetConfig{Executors: 4, NoCachedReadInline: tc.noInline}, ns, 8)
 			lba := tc.lbaSize
 			blocksPer := 16384 / lba // 16 KiB transfers
 			// Aligned buffer, then a PRP1 offset that splits blocks
@@ -88,6 +95,12 @@ func TestFileNamespaceTarget(t *testing.T) {
 						t.Fatalf("generation %d", g)
 					}
 				}
+			}
+			// Just written, the blocks are in the page cache: buffered
+			// reads are served on the worker unless configured off.
+			cached := h.t.Stats().CachedReads
+			if inline := !tc.direct && !tc.noInline; inline != (cached > 0) {
+				t.Fatalf("%d reads served from the page cache on the worker", cached)
 			}
 			if e := h.do(t, Command{Opcode: OpFlush, NSID: 1}); !e.Status.Success() {
 				t.Fatal(e.Status)
@@ -129,4 +142,80 @@ func TestDatasetManagementRange(t *testing.T) {
 	if e := h.do(t, dsm); e.Status.Code() != StatusInvalidField {
 		t.Fatalf("bad PRP: %v", e.Status)
 	}
+}
+
+// TestFileNamespaceReadNoWait checks the non-blocking read the Target tries
+// on its workers against ReadAt, and its refusals.
+func TestFileNamespaceReadNoWait(t *testing.T) {
+	ns := openTestFile(t, false, 512)
+	data := make([]byte, 64<<10)
+	for i := range data {
+		data[i] = byte(i*13 + i>>9)
+	}
+	if _, err := ns.WriteAt(data, 4096); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		off, n int
+	}{{4096, 512}, {4096, 4096}, {8192 + 512, 3 * 512}, {4096, 64 << 10}} {
+		got := make([]byte, tc.n)
+		if !ns.readNoWait(got, int64(tc.off)) {
+			t.Fatalf("%d+%d: refused a read of freshly written (cached) data", tc.off, tc.n)
+		}
+		if !bytes.Equal(got, data[tc.off-4096:tc.off-4096+tc.n]) {
+			t.Fatalf("%d+%d: wrong data", tc.off, tc.n)
+		}
+	}
+	// Out of range and empty reads are refused, leaving errors to ReadAt.
+	size := int64(ns.Blocks()) * int64(ns.LBASize())
+	for _, off := range []int64{-512, size, size - 256} {
+		if ns.readNoWait(make([]byte, 512), off) {
+			t.Fatalf("read at %d accepted", off)
+		}
+	}
+	if ns.readNoWait(nil, 0) {
+		t.Fatal("empty read accepted")
+	}
+	// O_DIRECT files never take this path.
+	if d := openTestFile(t, true, 512); d.readNoWait(make([]byte, 512), 0) {
+		t.Fatal("O_DIRECT read accepted")
+	}
+	// After the pages are dropped from the cache the read may be refused;
+	// whatever it answers must agree with ReadAt.
+	if err := ns.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Fadvise(ns.fd, 0, 0, unix.FADV_DONTNEED)
+	got := make([]byte, 4096)
+	if ns.readNoWait(got, 4096) && !bytes.Equal(got, data[:4096]) {
+		t.Fatal("wrong data after eviction")
+	}
+}
+
+// TestFileNamespaceTargetUncached reads blocks that were dropped from the
+// page cache through a Target: whether the worker serves them or passes
+// them to an executor, the data must be right.
+func TestFileNamespaceTargetUncached(t *testing.T) {
+	ns := openTestFile(t, false, 4096)
+	h := newHarness(t, TargetConfig{Executors: 2}, ns, 8)
+	pattern(h.buf[:64<<10], 4096, 0, 7)
+	if _, err := ns.WriteAt(h.buf[:64<<10], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Fadvise(ns.fd, 0, 0, unix.FADV_DONTNEED)
+	clear(h.buf[:64<<10])
+	for lba := uint64(0); lba < 16; lba++ {
+		if e := h.do(t, h.rw(t, OpRead, lba, 1, int(lba)*4096)); !e.Status.Success() {
+			t.Fatalf("read %d: %v", lba, e.Status)
+		}
+	}
+	for _, g := range checkPattern(t, h.buf[:64<<10], 4096, 0) {
+		if g != 7 {
+			t.Fatalf("generation %d", g)
+		}
+	}
+	t.Logf("%d of 16 reads served from the page cache", h.t.Stats().CachedReads)
 }

@@ -21,7 +21,8 @@ type TargetConfig struct {
 	Workers int
 	// Executors bounds how many commands on blocking namespaces (files,
 	// throttled or delayed commands) run at once. Commands on memory
-	// namespaces run on the worker that fetched them. Default 64.
+	// namespaces, and file Reads served from the page cache (see
+	// NoCachedReadInline), run on the worker that fetched them. Default 64.
 	Executors int
 	// PageSize is the memory page size PRPs are interpreted with (CC.MPS).
 	// Default 4096.
@@ -37,6 +38,12 @@ type TargetConfig struct {
 	// queues again without a Kick (GPU submitters never kick). Parking
 	// starts at 20µs and doubles up to IdlePoll. Default 1ms.
 	IdlePoll time.Duration
+	// NoCachedReadInline sends every Read on a file namespace to an
+	// executor. By default the worker first tries such a Read itself with
+	// a read that cannot block (preadv2 RWF_NOWAIT: page-cache hits only)
+	// and hands it to an executor only when that is refused. O_DIRECT
+	// files always go to executors.
+	NoCachedReadInline bool
 	// Faults, when set, is consulted for every fetched command.
 	Faults FaultHook
 	// Logger receives host protocol errors. Default slog.Default().
@@ -95,6 +102,7 @@ type nsEntry struct {
 	lbaSize uint64
 	blocks  uint64
 	inline  bool
+	nowait  nowaitReader // nil: never tried on the worker
 }
 
 // Queue states.
@@ -131,6 +139,7 @@ type counters struct {
 	commands, completions, reads, writes, flushes, other atomic.Uint64
 	bytesRead, bytesWritten                              atomic.Uint64
 	errors, dropped, delayed, cqFullWaits                atomic.Uint64
+	cachedReads                                          atomic.Uint64
 }
 
 func (c *counters) addTo(s *TargetStats) {
@@ -146,6 +155,7 @@ func (c *counters) addTo(s *TargetStats) {
 	s.Dropped += c.dropped.Load()
 	s.Delayed += c.delayed.Load()
 	s.CQFullWaits += c.cqFullWaits.Load()
+	s.CachedReads += c.cachedReads.Load()
 }
 
 func (c *counters) retire(from *counters) {
@@ -161,6 +171,7 @@ func (c *counters) retire(from *counters) {
 	c.dropped.Add(from.dropped.Load())
 	c.delayed.Add(from.delayed.Load())
 	c.cqFullWaits.Add(from.cqFullWaits.Load())
+	c.cachedReads.Add(from.cachedReads.Load())
 }
 
 // TargetStats counts what a Target has done since it was made.
@@ -178,6 +189,7 @@ type TargetStats struct {
 	Delayed      uint64 // commands delayed by a fault hook
 	CQFullWaits  uint64 // times a completion waited for CQ space
 	QueueErrors  uint64 // queue pairs failed by a host protocol error
+	CachedReads  uint64 // Reads of file namespaces served on the worker from the page cache
 }
 
 type job struct {
@@ -266,6 +278,11 @@ func (t *Target) AddNamespace(nsid uint32, ns Namespace) error {
 	e := &nsEntry{ns: ns, lbaSize: uint64(ns.LBASize()), blocks: ns.Blocks()}
 	if in, ok := ns.(interface{ inlineIO() bool }); ok {
 		e.inline = in.inlineIO()
+	}
+	// Only a FileNamespace itself: a type embedding one to change ReadAt
+	// (added latency, say) must not have its reads bypassed.
+	if fn, ok := ns.(*FileNamespace); ok && !t.cfg.NoCachedReadInline {
+		e.nowait = fn
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -484,11 +501,13 @@ func (t *Target) serve(w *worker, q *queue) int {
 	}
 	n := 0
 	for q.sqHead != tail && q.state.Load() == qActive {
-		cmd, _ := DecodeCommand(q.qp.SQ[q.sqHead*SQESize : (q.sqHead+1)*SQESize])
+		// Decode into the worker's scratch command: a local would escape
+		// through the fault hook and cost an allocation per command.
+		w.cmd, _ = DecodeCommand(q.qp.SQ[q.sqHead*SQESize : (q.sqHead+1)*SQESize])
 		q.sqHead = (q.sqHead + 1) & q.mask
 		q.sqHeadPub.Store(q.sqHead)
 		q.stats.commands.Add(1)
-		t.dispatch(w, q, &cmd)
+		t.dispatch(w, q, &w.cmd)
 		n++
 	}
 	return n
@@ -531,10 +550,20 @@ func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {
 		t.post(q, cmd.CID, 0, f.Status)
 		return
 	}
-	if t.inline(cmd) {
+	e, ok := (*t.nss.Load())[cmd.NSID] // never holds nsidAll
+	switch {
+	case cmd.NSID != nsidAll && (!ok || e.inline):
+		// Memory namespace, or a command that fails validation.
 		dw0, st := t.execute(&w.ectx, q, cmd)
 		t.post(q, cmd.CID, dw0, st)
 		return
+	case ok && e.nowait != nil && cmd.Opcode == OpRead && cmd.Fuse == 0 && cmd.PSDT == 0:
+		// A Read the namespace may serve without blocking (page cache).
+		if st, done := t.transfer(&w.ectx, q, e, cmd, true); done {
+			q.stats.cachedReads.Add(1)
+			t.post(q, cmd.CID, 0, st)
+			return
+		}
 	}
 	q.inflight.Add(1)
 	select {
@@ -542,16 +571,6 @@ func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {
 	case <-t.ctx.Done():
 		q.inflight.Add(-1)
 	}
-}
-
-// inline reports whether cmd is cheap enough to run on the worker: its
-// namespace is in memory, or it fails validation without touching one.
-func (t *Target) inline(cmd *Command) bool {
-	if cmd.NSID == nsidAll {
-		return false
-	}
-	e, ok := (*t.nss.Load())[cmd.NSID]
-	return !ok || e.inline
 }
 
 func (t *Target) executor() {
@@ -639,6 +658,7 @@ type worker struct {
 	sleeping atomic.Bool
 	wake     chan struct{}
 	ectx     execCtx
+	cmd      Command // the command being dispatched; see serve
 }
 
 func (w *worker) kick() {

@@ -1,0 +1,64 @@
+package nvme
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchTargetRead runs b.N one-block random reads through a Target and
+// reports the rate as IOPS.
+func benchTargetRead(b *testing.B, opts IOPSOptions) {
+	b.Helper()
+	opts.Commands = uint64(b.N)
+	opts.Kick = true
+	if opts.Blocks == 0 {
+		opts.Blocks = 32768
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b.ResetTimer()
+	iops, err := MeasureTargetIOPS(ctx, opts)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(iops, "IOPS")
+}
+
+// BenchmarkTargetFileRead measures random one-block reads from a file
+// namespace whose data is in the page cache, for 512 B and 4 KiB blocks
+// and one or several queue pairs, served on the workers (the default).
+func BenchmarkTargetFileRead(b *testing.B) {
+	benchTargetFileRead(b, false)
+}
+
+// BenchmarkTargetFileReadExecutors is BenchmarkTargetFileRead with
+// TargetConfig.NoCachedReadInline: every read goes through an executor.
+func BenchmarkTargetFileReadExecutors(b *testing.B) {
+	benchTargetFileRead(b, true)
+}
+
+func benchTargetFileRead(b *testing.B, executors bool) {
+	for _, bs := range []int{512, 4096} {
+		for _, qps := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("bs=%d/qp=%d", bs, qps), func(b *testing.B) {
+				benchTargetRead(b, IOPSOptions{File: true, BlockSize: bs, Submitters: qps, QueueDepth: 32,
+					Dir: b.TempDir(), NoCachedReadInline: executors})
+			})
+		}
+	}
+}
+
+// BenchmarkTargetMemoryRead is the same load on a memory namespace, the
+// ceiling for the file case.
+func BenchmarkTargetMemoryRead(b *testing.B) {
+	for _, bs := range []int{512, 4096} {
+		for _, qps := range []int{1, 16} {
+			b.Run(fmt.Sprintf("bs=%d/qp=%d", bs, qps), func(b *testing.B) {
+				benchTargetRead(b, IOPSOptions{BlockSize: bs, Submitters: qps, QueueDepth: 32})
+			})
+		}
+	}
+}
