@@ -9,11 +9,16 @@ import (
 )
 
 // BenchmarkGatherAllHit: random 8-byte Gather, every line resident.
-func BenchmarkGatherAllHit(b *testing.B) {
+func BenchmarkGatherAllHit(b *testing.B) { benchGatherAllHit(b, 2048) }
+
+// BenchmarkGatherAllHitDRAM: the same over 256 MiB, larger than the CPU's
+// caches (the H1 setting).
+func BenchmarkGatherAllHitDRAM(b *testing.B) { benchGatherAllHit(b, 65536) }
+
+func benchGatherAllHit(b *testing.B, lines int) {
 	ctx := context.Background()
-	const lines = 2048
-	r := newRig(b, 1, 4096, uint64(lines+8)*8, false, Config{CacheBytes: 2 * lines * 4096, Parallelism: 1})
-	o := object(1, 1, 4096, 8, lines*512, engine.Striped, 1)
+	r := newRig(b, 1, 4096, uint64(lines+8)*8, false, Config{CacheBytes: int64(2 * lines * 4096), Parallelism: 1})
+	o := object(1, 1, 4096, 8, uint64(lines)*512, engine.Striped, 1)
 	warm := make([]byte, o.Bytes())
 	if err := r.e.ReadAt(ctx, o, warm, 0); err != nil {
 		b.Fatal(err)
