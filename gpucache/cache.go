@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/bam-go/bam/internal/hugepages"
 )
 
 // Backend moves whole lines between the cache and storage. The cache calls
@@ -152,6 +154,7 @@ func New(cfg Config, backend Backend) (*Cache, error) {
 		data:    buf[off : off+size : off+size],
 		errs:    make([]atomic.Pointer[fillError], lines),
 	}
+	hugepages.Advise(c.data)
 	if cfg.Sets&(cfg.Sets-1) == 0 {
 		c.setMask = uint64(cfg.Sets) - 1
 	}

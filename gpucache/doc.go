@@ -25,6 +25,11 @@
 //     (state word, clock reference bit, fill status). Metadata grows with
 //     the cache, never with the data (no per-line table as in BaM).
 //
+// On Linux the data region is advised for transparent huge pages
+// (madvise MADV_HUGEPAGE): lookups land on random lines of a region that is
+// often larger than the TLB covers with 4 KiB pages. The advice is a hint;
+// nothing depends on it being taken.
+//
 // The state word of a way is VALID (bit 31) | BUSY (bit 30) | DIRTY (bit 29)
 // | reference count (bits 0-28):
 //
@@ -133,6 +138,28 @@
 // Dirty ways that are referenced or busy, and write-back tags in flight, are
 // retried until clean, gone, or claimable (bounded by Config.WaitTimeout).
 // Write-backs run with bounded parallelism; then the Backend's Flush runs.
+//
+// # Reads without references (Go implementation only)
+//
+// Peek/Valid and PeekMany read resident lines without touching the state
+// word, like a sequence lock. The way record carries a generation word
+// (WayGenOffset) that the owner of a claim increments after setting BUSY
+// and before storing the new tag and writing the line. A reader loads the
+// generation, then requires VALID, not BUSY and its tag; copies; and then
+// requires VALID, not BUSY, the same generation and its tag again. A copy
+// that overlapped any refill fails the second check, even when the way
+// holds the same tag again afterwards; the reader then takes references
+// through Acquire. The copy itself is a plain read of bytes that may be
+// changing, so callers use these reads only without the race detector, on
+// processors that keep loads in order (amd64). Device code always takes
+// references.
+//
+// PeekMany serves a batch in passes so that the misses of many requests
+// are in flight together: the tag lines of every set; the ways, found with
+// conditional moves (which way holds a tag is random, so branches would
+// mispredict once a lookup); a loop of few instructions touching each way
+// record and data line; then the copies and checks, all from the CPU's
+// caches.
 //
 // # Invariants and their reasons
 //

@@ -23,6 +23,7 @@ import (
 	"github.com/bam-go/bam"
 	"github.com/bam-go/bam/array"
 	"github.com/bam-go/bam/bench"
+	"github.com/bam-go/bam/internal/hugepages"
 	"github.com/bam-go/bam/nvme"
 )
 
@@ -162,6 +163,9 @@ func allHit(ctx context.Context, p Params, r *bench.Result) error {
 	}
 	defer s.Close()
 	plain := make([]uint64, n)
+	// The cache's line data is advised to use huge pages; so is the
+	// baseline, so that both sides pay the same for address translation.
+	hugepages.Advise(unsafe.Slice((*byte)(unsafe.Pointer(&plain[0])), n*8))
 	if err := a.ReadRange(ctx, 0, plain); err != nil { // also warms the cache
 		return err
 	}

@@ -9,16 +9,21 @@ import (
 )
 
 // BenchmarkGatherAllHit: random 8-byte Gather, every line resident.
-func BenchmarkGatherAllHit(b *testing.B) { benchGatherAllHit(b, 2048) }
+func BenchmarkGatherAllHit(b *testing.B) { benchGatherAllHit(b, 2048, 1, 8) }
 
 // BenchmarkGatherAllHitDRAM: the same over 256 MiB, larger than the CPU's
 // caches (the H1 setting).
-func BenchmarkGatherAllHitDRAM(b *testing.B) { benchGatherAllHit(b, 65536) }
+func BenchmarkGatherAllHitDRAM(b *testing.B) { benchGatherAllHit(b, 65536, 1, 8) }
 
-func benchGatherAllHit(b *testing.B, lines int) {
+// BenchmarkGatherAllHit12B: 12-byte elements (341 to a line) striped over
+// three namespaces, where finding an element's line and namespace takes
+// divisions by numbers that are not powers of two.
+func BenchmarkGatherAllHit12B(b *testing.B) { benchGatherAllHit(b, 2048, 3, 12) }
+
+func benchGatherAllHit(b *testing.B, lines, nns, es int) {
 	ctx := context.Background()
-	r := newRig(b, 1, 4096, uint64(lines+8)*8, false, Config{CacheBytes: int64(2 * lines * 4096), Parallelism: 1})
-	o := object(1, 1, 4096, 8, uint64(lines)*512, engine.Striped, 1)
+	r := newRig(b, nns, 4096, uint64(lines/nns+8)*8, false, Config{CacheBytes: int64(2 * lines * 4096), Parallelism: 1})
+	o := object(1, nns, 4096, es, uint64(lines)*uint64(4096/es), engine.Striped, 1)
 	warm := make([]byte, o.Bytes())
 	if err := r.e.ReadAt(ctx, o, warm, 0); err != nil {
 		b.Fatal(err)
@@ -34,7 +39,7 @@ func benchGatherAllHit(b *testing.B, lines int) {
 			sets[s][i] = rng.Uint64N(o.Length)
 		}
 	}
-	dst := make([]byte, 4096*8)
+	dst := make([]byte, 4096*es)
 	b.ResetTimer()
 	k := 0
 	for b.Loop() {

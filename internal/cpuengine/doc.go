@@ -25,13 +25,20 @@
 // Gather and Scatter group each window of 256 consecutive requests by line
 // and acquire every distinct line once with the group's size as the
 // reference count (the CPU analogue of warp coalescing); windows and long
-// ranges are spread over at most Config.Parallelism goroutines.
+// ranges are spread over at most Config.Parallelism goroutines. In amd64
+// builds without the race detector, Gather first serves the requests whose
+// lines are resident without references (gpucache.PeekMany: copy, then
+// check the way's generation and state did not change) and groups only the
+// rest. Element and namespace indices are split with precomputed
+// reciprocals (divider) rather than hardware divisions.
 //
 // # Invariants
 //
 //   - Only lines inside registered objects' extents are read or written.
-//   - Data of a line is touched only under a reference from Acquire; writers
-//     release with ReleaseDirty after their stores.
+//   - Data of a line is written only under a reference from Acquire; writers
+//     release with ReleaseDirty after their stores. It is read under a
+//     reference, or by PeekMany, whose copies are used only when the way's
+//     sequence check passes after the copy.
 //   - The host tier holds only copies equal to storage: a write-back deletes
 //     the copy before writing, and the cache never reads a tag while its
 //     write-back is in flight.

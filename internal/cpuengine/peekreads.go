@@ -37,8 +37,9 @@ func (e *Engine) peekReads(st *objState, part []uint64, buf []byte, slow *slowRe
 	pow2 := per&(per-1) == 0
 	shift := uint(bits.TrailingZeros64(per))
 	// PeekMany's passes touch, then use, a chunk's metadata and lines: a
-	// chunk must stay small enough for them to remain in the L1 cache
-	// between the passes (measured: 256 beats 4096 by 1.6x).
+	// chunk must stay small enough for them to remain in the CPU's caches
+	// between the passes (measured: 256 beat 4096 by 1.6x; 128 to 1024
+	// measure alike).
 	hits := 0
 	for lo := 0; lo < len(part); lo += peekChunk {
 		hi := min(lo+peekChunk, len(part))
@@ -47,7 +48,8 @@ func (e *Engine) peekReads(st *objState, part []uint64, buf []byte, slow *slowRe
 			if pow2 {
 				tags[k], offs[k] = st.tag(i>>shift), (i&(per-1))*es
 			} else {
-				tags[k], offs[k] = st.tag(i/per), (i%per)*es
+				line, at := st.perDiv.divMod(i)
+				tags[k], offs[k] = st.tag(line), at*es
 			}
 		}
 		hits += e.cache.PeekMany(tags, offs, int(es), buf[uint64(lo)*es:uint64(hi)*es], served[lo:hi], slow.ways)

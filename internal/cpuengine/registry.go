@@ -18,6 +18,8 @@ type objState struct {
 	n         uint64   // namespaces
 	startLine []uint64 // per namespace: first namespace line of the extent
 	perLine   uint64   // elements per line
+	perDiv    divider  // divides by perLine
+	nsDiv     divider  // divides by n
 	lineBytes uint64   // element bytes per line
 	lines     uint64
 	bytes     uint64 // element bytes of the object
@@ -32,8 +34,17 @@ func (o *objState) tag(line uint64) uint64 {
 	if o.n == 1 || o.desc.Layout == engine.Replicated {
 		return o.startLine[0] + line
 	}
-	ns := line % o.n
-	return ns<<gpucache.TagNamespaceShift | (o.startLine[ns] + line/o.n)
+	return o.stripedTag(line)
+}
+
+// stripedTag is tag for objects striped over several namespaces: line k
+// lives on namespace k mod n. It is kept out of line so that tag, on the
+// path of every element of a batch, inlines.
+//
+//go:noinline
+func (o *objState) stripedTag(line uint64) uint64 {
+	q, ns := o.nsDiv.divMod(line)
+	return ns<<gpucache.TagNamespaceShift | (o.startLine[ns] + q)
 }
 
 // rangeEntry maps namespace lines [lo, hi) to the object owning them.
@@ -110,6 +121,7 @@ func (r *registry) newState(o *engine.Object) (*objState, error) {
 	}
 	st := &objState{desc: *o, n: uint64(len(o.Extents)), perLine: o.ElemsPerLine(), lineBytes: o.LineBytes(),
 		lines: o.Lines(), bytes: o.Bytes()}
+	st.perDiv, st.nsDiv = newDivider(st.perLine), newDivider(st.n)
 	st.desc.Extents = slices.Clone(o.Extents)
 	lpl := uint64(o.LineSize / o.LBASize)
 	st.startLine = make([]uint64, len(o.Extents))

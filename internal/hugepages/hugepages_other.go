@@ -1,0 +1,6 @@
+//go:build !linux
+
+package hugepages
+
+// Advise does nothing where transparent huge pages are not known.
+func Advise([]byte) {}
