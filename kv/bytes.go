@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"iter"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/bam-go/bam"
@@ -21,11 +23,33 @@ const MaxValueSize = 64 << 20
 // ptrType is the value type name of a byte-value table's index.
 const ptrType = "vlog.Ptr"
 
+// Table variants, as Info.Variant and VariantOf report them.
+const (
+	VariantFixed = "fixed" // Table and RawTable: fixed-size values in the buckets
+	VariantBytes = "bytes" // BytesTable: byte-slice values in a value log
+)
+
+// VariantOf reads the variant of the table called name (VariantFixed or
+// VariantBytes) from the catalog, without opening the table, so tools can
+// pick OpenRaw or OpenBytes. It fails with bam.ErrNotFound, or ErrCorrupt
+// (or another error) when name is not a table.
+func VariantOf(s *bam.Store, name string) (string, error) {
+	obj, err := s.Object(name)
+	if err != nil {
+		return "", err
+	}
+	sch, _, _, err := readSchema(obj)
+	if err != nil {
+		return "", &bam.ObjectError{Op: "open", Name: name, Err: err}
+	}
+	return sch.variant, nil
+}
+
 // BytesTable maps fixed-size keys to byte-slice values of any length up to
 // MaxValueSize. The index is a fixed-size table whose values are pointers
-// (offset, length, checksum) into a value log, <LogDir>/kv-<table id>.vlog,
-// beside the table's write-ahead log; each value record holds its key and
-// value.
+// (segment, offset, length, checksum) into a value log of segment files,
+// <LogDir>/kv-<table id>.vlog and kv-<table id>.vlog.<n>, beside the
+// table's write-ahead log; each value record holds its key and value.
 //
 // A Put appends the record to the value log and syncs it before the index
 // write is logged, so the index never points at a value that is not
@@ -33,11 +57,27 @@ const ptrType = "vlog.Ptr"
 // Options.SyncWrites, or after Sync, Checkpoint or Close). Concurrent Puts
 // share value-log syncs; PutMany pays one for its whole batch.
 //
-// The space of overwritten and deleted values is not reclaimed: the value
-// log only grows (no compaction yet). Methods are safe for concurrent use.
+// Overwritten and deleted values stay in the value log until Compact
+// rewrites the live ones and deletes the old segments; ValueLogStats says
+// how much compaction would reclaim. Methods are safe for concurrent use,
+// Compact included.
 type BytesTable[K comparable] struct {
-	c  *core
-	vl *vlog.Log
+	c          *core
+	vl         *vlog.Log
+	syncWrites bool // Options.SyncWrites; the core's copy is off, see PutMany
+
+	// segMu is held shared by every operation that holds value-log
+	// pointers across two steps (look up, then read; append, then index),
+	// and exclusively to rotate the value log and to remove segments, so
+	// neither happens between the two steps.
+	segMu sync.RWMutex
+	// wmu serialises index writes together with the look-up of the
+	// pointers they replace, so live-byte accounting and compaction's
+	// compare-and-swap see a stable index. Order: segMu, wmu, core.mu.
+	wmu  sync.Mutex
+	live atomic.Uint64 // bytes of the records the index refers to; written under wmu
+
+	comp compaction
 }
 
 func bytesSchema[K comparable]() (schema, error) {
@@ -46,7 +86,7 @@ func bytesSchema[K comparable]() (schema, error) {
 		return schema{}, fmt.Errorf("%w: key type: %w", ErrInvalid, err)
 	}
 	var k K
-	return schema{variant: "bytes", ks: int(unsafe.Sizeof(k)), vs: vlog.PtrSize, keyType: kt, valType: ptrType}, nil
+	return schema{variant: VariantBytes, ks: int(unsafe.Sizeof(k)), vs: vlog.PtrSize, keyType: kt, valType: ptrType}, nil
 }
 
 func (c *core) vlogPath() string {
@@ -64,7 +104,7 @@ func vlogErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrFailed, err)
 	case errors.Is(err, vlog.ErrClosed):
 		return fmt.Errorf("%w: %w", ErrClosed, err)
-	case errors.Is(err, vlog.ErrCorrupt), errors.Is(err, vlog.ErrMismatch):
+	case errors.Is(err, vlog.ErrCorrupt), errors.Is(err, vlog.ErrMismatch), errors.Is(err, vlog.ErrNoSegment):
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return err
@@ -81,18 +121,30 @@ func CreateBytes[K comparable](ctx context.Context, s *bam.Store, name string, o
 	if err != nil {
 		return nil, err
 	}
-	vl, err := vlog.Open(c.vlogPath(), vlog.Options{ID: c.id, End: vlog.HeaderSize, Logger: c.logger})
+	vl, err := vlog.Open(c.vlogPath(), vlog.Options{ID: c.id, Logger: c.logger})
 	if err != nil {
 		return nil, errors.Join(c.errorf("create", vlogErr(err)), c.close(ctx))
 	}
-	return &BytesTable[K]{c: c, vl: vl}, nil
+	return newBytesTable[K](c, vl, 0), nil
+}
+
+func newBytesTable[K comparable](c *core, vl *vlog.Log, live uint64) *BytesTable[K] {
+	t := &BytesTable[K]{c: c, vl: vl, syncWrites: c.opts.SyncWrites}
+	// Index writes are logged without a sync and synced after wmu is
+	// released, so concurrent writers still share log syncs.
+	c.opts.SyncWrites = false
+	t.live.Store(live)
+	t.comp.init()
+	return t
 }
 
 // OpenBytes opens the byte-value table called name and recovers it: the
-// index as Open does, then the value log, whose records after the last one
-// the index refers to (values whose index write was lost, or a torn
-// append) are cut off. A value log shorter than the index requires fails
-// with ErrCorrupt. Open reads every bucket once to find that end.
+// index as Open does, then the value log: every segment is cut after the
+// last record the index refers to (values whose index write was lost, or a
+// torn append), and segments the index does not refer to are deleted (a
+// compaction cut short). A referenced segment that is missing or shorter
+// than the index requires fails with ErrCorrupt. Open reads every bucket
+// once to find those ends.
 func OpenBytes[K comparable](ctx context.Context, s *bam.Store, name string, opts *Options) (*BytesTable[K], error) {
 	sch, err := bytesSchema[K]()
 	if err != nil {
@@ -106,32 +158,36 @@ func OpenBytes[K comparable](ctx context.Context, s *bam.Store, name string, opt
 		c.closed = true
 		return nil, errors.Join(c.errorf("open", err), c.log.Close(ctx))
 	}
-	end := uint64(vlog.HeaderSize)
+	ends := map[uint32]uint64{}
+	var live uint64
 	var ierr error
 	for kb, vb := range c.all(ctx, &ierr) {
 		p := vlog.DecodePtr(vb)
-		if p.Len > uint32(c.sch.ks+MaxValueSize) || p.Len < uint32(c.sch.ks) {
-			return fail(fmt.Errorf("%w: key %x points at a value record of %d bytes", ErrCorrupt, kb, p.Len))
+		if p.Len > uint32(c.sch.ks+MaxValueSize) || p.Len < uint32(c.sch.ks) || p.Off < vlog.HeaderSize {
+			return fail(fmt.Errorf("%w: key %x points at a value record of %d bytes at offset %d", ErrCorrupt, kb, p.Len, p.Off))
 		}
-		end = max(end, p.End())
+		ends[p.Seg] = max(ends[p.Seg], p.End())
+		live += p.Size()
 	}
 	if ierr != nil {
 		return fail(ierr)
 	}
-	vl, err := vlog.Open(c.vlogPath(), vlog.Options{ID: c.id, End: end, ReadOnly: s.Options().ReadOnly, Logger: c.logger})
+	vl, err := vlog.Open(c.vlogPath(), vlog.Options{ID: c.id, Ends: ends, ReadOnly: s.Options().ReadOnly, Logger: c.logger})
 	if err != nil {
 		return fail(vlogErr(err))
 	}
-	return &BytesTable[K]{c: c, vl: vl}, nil
+	return newBytesTable[K](c, vl, live), nil
 }
 
 // Name returns the table's name.
 func (t *BytesTable[K]) Name() string { return t.c.name }
 
-// ValueLogPath is the value log's file name.
+// ValueLogPath is the file of the value log's segment 0; segment n is this
+// name with ".n" appended.
 func (t *BytesTable[K]) ValueLogPath() string { return t.vl.Path() }
 
-// ValueLogBytes is the value log's size, including unreclaimed space.
+// ValueLogBytes is the size of the value log's segment files, including
+// space that compaction would reclaim.
 func (t *BytesTable[K]) ValueLogBytes() uint64 { return t.vl.Size() }
 
 // read fetches the value a pointer refers to and checks its key.
@@ -142,17 +198,36 @@ func (t *BytesTable[K]) read(key, pb []byte) ([]byte, error) {
 		return nil, vlogErr(err)
 	}
 	if len(rec) < len(key) || !bytes.Equal(rec[:len(key)], key) {
-		return nil, vlogErr(&vlog.CorruptError{Path: t.vl.Path(), Off: p.Off, Reason: "record holds another key"})
+		return nil, vlogErr(&vlog.CorruptError{Path: vlog.SegmentPath(t.vl.Path(), p.Seg), Off: p.Off, Reason: "record holds another key"})
 	}
 	return rec[len(key):], nil
 }
 
+// readCurrent reads the value of key from pointer pb, which may be stale
+// (taken from an iteration): if compaction removed its segment meanwhile,
+// the key is looked up again. ok is false when the key is gone. The caller
+// holds segMu shared.
+func (t *BytesTable[K]) readCurrent(ctx context.Context, key, pb []byte) (v []byte, ok bool, err error) {
+	v, err = t.read(key, pb)
+	if err == nil || !errors.Is(err, vlog.ErrNoSegment) {
+		return v, err == nil, err
+	}
+	var cur [vlog.PtrSize]byte
+	if ok, err := t.c.get(ctx, key, cur[:]); err != nil || !ok {
+		return nil, false, err
+	}
+	v, err = t.read(key, cur[:])
+	return v, err == nil, err
+}
+
 // Get returns the value of k (a new slice the caller owns) and whether it
 // is present. A damaged value record fails with ErrCorrupt naming the value
-// log and the record's offset.
+// log segment and the record's offset.
 func (t *BytesTable[K]) Get(ctx context.Context, k K) ([]byte, bool, error) {
 	var pb [vlog.PtrSize]byte
 	kb := bytesOf(&k)
+	t.segMu.RLock()
+	defer t.segMu.RUnlock()
 	ok, err := t.c.get(ctx, kb, pb[:])
 	if err != nil || !ok {
 		return nil, false, t.c.errorf("get from", err)
@@ -178,6 +253,8 @@ func (t *BytesTable[K]) GetMany(ctx context.Context, keys []K, vals [][]byte, fo
 		return t.c.errorf("get from", fmt.Errorf("%w: %d keys, %d values, %d found flags", ErrInvalid, len(keys), len(vals), len(found)))
 	}
 	ptrs := make([]byte, len(keys)*vlog.PtrSize)
+	t.segMu.RLock()
+	defer t.segMu.RUnlock()
 	if err := t.c.getMany(ctx, sliceBytes(keys), ptrs, found); err != nil {
 		return t.c.errorf("get from", err)
 	}
@@ -233,11 +310,15 @@ func (t *BytesTable[K]) PutMany(ctx context.Context, keys []K, vals [][]byte) er
 	if err != nil {
 		return t.c.errorf("put into", err)
 	}
+	// The records' segment must not be removed before the index refers
+	// to them: hold segMu from the append to the index write.
+	t.segMu.RLock()
 	ptrs, err := t.vl.Append(recs...)
-	if err != nil {
-		return t.c.errorf("put into", vlogErr(err))
+	if err == nil {
+		err = t.vl.Sync(ctx)
 	}
-	if err := t.vl.Sync(ctx); err != nil {
+	if err != nil {
+		t.segMu.RUnlock()
 		return t.c.errorf("put into", vlogErr(err))
 	}
 	pb := make([]byte, len(keys)*vlog.PtrSize)
@@ -247,13 +328,79 @@ func (t *BytesTable[K]) PutMany(ctx context.Context, keys []K, vals [][]byte) er
 		p.Put(b)
 		ops[i] = op{kind: opPut, key: kb[i*ks : (i+1)*ks], val: b}
 	}
-	return t.c.errorf("put into", t.c.write(ctx, ops, false))
+	err = t.writeIndex(ctx, ops)
+	t.segMu.RUnlock()
+	if err != nil {
+		return t.c.errorf("put into", err)
+	}
+	return t.c.errorf("put into", t.syncIfAsked(ctx))
+}
+
+// syncIfAsked syncs the index's log when the table was opened with
+// Options.SyncWrites.
+func (t *BytesTable[K]) syncIfAsked(ctx context.Context) error {
+	if !t.syncWrites {
+		return nil
+	}
+	return t.c.sync(ctx)
+}
+
+// writeIndex applies index writes (puts of encoded pointers, deletes) and
+// keeps the live-byte count: under wmu it looks up the pointers the ops
+// replace, then writes. Pieces are written as core.write would split them,
+// so each piece's accounting matches what it changed.
+func (t *BytesTable[K]) writeIndex(ctx context.Context, ops []op) error {
+	ks := t.c.sch.ks
+	per := max(1, (16<<20)/(1+ks+vlog.PtrSize))
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	for len(ops) > 0 {
+		piece := ops[:min(len(ops), per)]
+		ops = ops[len(piece):]
+		keys := make([]byte, 0, len(piece)*ks)
+		for _, o := range piece {
+			keys = append(keys, o.key...)
+		}
+		old := make([]byte, len(piece)*vlog.PtrSize)
+		found := make([]bool, len(piece))
+		if err := t.c.getMany(ctx, keys, old, found); err != nil {
+			return err
+		}
+		// The piece changes the live bytes by the sizes the keys refer to
+		// after it less the sizes before it; a record replaced within the
+		// piece was never live.
+		before := make(map[string]uint64, len(piece))
+		after := make(map[string]uint64, len(piece))
+		for i, o := range piece {
+			k := string(o.key)
+			if _, seen := before[k]; !seen {
+				before[k] = 0
+				if found[i] {
+					before[k] = vlog.DecodePtr(old[i*vlog.PtrSize:]).Size()
+				}
+			}
+			after[k] = 0
+			if o.kind == opPut {
+				after[k] = vlog.DecodePtr(o.val).Size()
+			}
+		}
+		var gone, added uint64
+		for k, n := range before {
+			gone += n
+			added += after[k]
+		}
+		if err := t.c.write(ctx, piece, false); err != nil {
+			return err
+		}
+		t.live.Store(t.live.Load() - gone + added)
+	}
+	return nil
 }
 
 // Delete removes k; deleting an absent key is not an error. The value's
-// space in the value log is not reclaimed.
+// space in the value log is reclaimed by the next Compact.
 func (t *BytesTable[K]) Delete(ctx context.Context, k K) error {
-	return t.c.errorf("delete from", t.c.write(ctx, []op{{kind: opDelete, key: bytesOf(&k)}}, false))
+	return t.DeleteMany(ctx, []K{k})
 }
 
 // DeleteMany removes keys, atomically like Table.DeleteMany.
@@ -263,7 +410,10 @@ func (t *BytesTable[K]) DeleteMany(ctx context.Context, keys []K) error {
 	for i := range keys {
 		ops[i] = op{kind: opDelete, key: kb[i*ks : (i+1)*ks]}
 	}
-	return t.c.errorf("delete from", t.c.write(ctx, ops, false))
+	if err := t.writeIndex(ctx, ops); err != nil {
+		return t.c.errorf("delete from", err)
+	}
+	return t.c.errorf("delete from", t.syncIfAsked(ctx))
 }
 
 // Len returns the number of entries.
@@ -295,7 +445,10 @@ func (t *BytesTable[K]) Verify(ctx context.Context) error {
 	}
 	var err error
 	for kb, pb := range t.c.all(ctx, &err) {
-		if _, rerr := t.read(kb, pb); rerr != nil {
+		t.segMu.RLock()
+		_, _, rerr := t.readCurrent(ctx, kb, pb)
+		t.segMu.RUnlock()
+		if rerr != nil {
 			return t.c.errorf("verify", rerr)
 		}
 	}
@@ -307,12 +460,17 @@ func (t *BytesTable[K]) Verify(ctx context.Context) error {
 func (t *BytesTable[K]) All(ctx context.Context, errp *error) iter.Seq2[K, []byte] {
 	return func(yield func(K, []byte) bool) {
 		for kb, pb := range t.c.all(ctx, errp) {
-			v, err := t.read(kb, pb)
+			t.segMu.RLock()
+			v, ok, err := t.readCurrent(ctx, kb, pb)
+			t.segMu.RUnlock()
 			if err != nil {
 				if errp != nil {
 					*errp = t.c.errorf("iterate over", err)
 				}
 				return
+			}
+			if !ok {
+				continue // deleted since the iteration read its bucket
 			}
 			var k K
 			copy(bytesOf(&k), kb)
@@ -323,9 +481,11 @@ func (t *BytesTable[K]) All(ctx context.Context, errp *error) iter.Seq2[K, []byt
 	}
 }
 
-// Close checkpoints the index and closes both logs. The table is unusable
-// afterwards; the store stays open.
+// Close stops a running Compact (it returns an error; the table keeps
+// either state), checkpoints the index and closes both logs. The table is
+// unusable afterwards; the store stays open.
 func (t *BytesTable[K]) Close(ctx context.Context) error {
+	t.comp.stop(ctx)
 	err := t.c.close(ctx)
 	return errors.Join(err, t.c.errorf("close", vlogErr(t.vl.Close(ctx))))
 }

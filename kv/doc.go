@@ -41,13 +41,21 @@
 //   - A failed log write (full disk, I/O error) fails the table for
 //     writes (ErrFailed); reads still work; reopening recovers every
 //     acknowledged write.
-//   - BytesTable: a value is appended to the value log (kv-<id>.vlog) and
-//     synced before its 16-byte pointer goes through the table's log, so
-//     the index never points at a value that could be lost. On open the
-//     value log is cut after the last record the index points to (torn
-//     appends, values whose index write was lost); a referenced record
-//     that fails its checksum is ErrCorrupt naming the file and offset.
-//     Space of overwritten values is not reclaimed yet.
+//   - BytesTable: a value is appended to the value log's head segment
+//     (kv-<id>.vlog, then kv-<id>.vlog.<n>) and synced before its 16-byte
+//     pointer goes through the table's log, so the index never points at a
+//     value that could be lost. On open every segment is cut after the
+//     last record the index points to (torn appends, values whose index
+//     write was lost) and segments it does not point to are deleted; a
+//     referenced record that fails its checksum is ErrCorrupt naming the
+//     file and offset.
+//   - BytesTable.Compact reclaims the space of overwritten and deleted
+//     values (ValueLogStats says how much there is): it starts a new head
+//     segment, copies the live records of the older segments into it,
+//     syncs them, swaps each key's pointer if the key still has the old
+//     one, syncs the table's log and only then deletes the old segments
+//     (compact.go). A crash at any step leaves every key pointing at a
+//     record that exists; reads and writes continue during a compaction.
 //
 // # Invariants
 //
