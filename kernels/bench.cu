@@ -21,12 +21,18 @@ constexpr u64 mode_locked = 1;   // single-lock queue instead of bam::queue
 constexpr u64 mode_copy = 2;     // copy each line into device memory (the bounce route)
 constexpr u64 mode_verify = 4;   // compare every word with the pattern
 constexpr u64 mode_latency = 8;  // record per-command latencies
+constexpr u64 mode_direct = 16;  // PRPs name a line of dst: the Target's copy engine fills it (the copy-engine route)
 
 // Counter slots of bam_bench_queue_read.
 constexpr int ctr_completed = 0;
 constexpr int ctr_failed = 1;
 constexpr int ctr_mismatched = 2;
 constexpr int ctr_start = 3;  // %globaltimer of the first thread to start (time box origin)
+constexpr int ctr_first_failure = 4;  // first failure: 1<<32 | NVMe status, 2<<32 reserve timeout, 3<<32 wait timeout
+
+__device__ __forceinline__ void note_failure(u64 *counters, u64 what) {
+	atomicCAS(reinterpret_cast<unsigned long long *>(counters + ctr_first_failure), 0ull, what);
+}
 
 __device__ __forceinline__ u64 first_start(u64 *slot) {
 	const u64 seen = bam::detail::ld_relaxed_gpu(slot);
@@ -273,6 +279,10 @@ __device__ __forceinline__ void add_sum(u64 *out, u64 s) {
 // [3] start time. mode_copy copies each line into dst (dst_lines lines,
 // rotating) and checks its first and last word; mode_verify compares every
 // word; otherwise the first word of the staging slot is checked.
+// mode_direct names thread tid's line of dst (tid mod dst_lines) in the PRPs
+// instead of the staging slot: the Target copies the data in with the copy
+// engine before it completes the command; the line's first and last word
+// are checked when every thread has a line of its own.
 // mode_latency records, for command k < lat_n, four u64 at lat[4k]: I/O
 // nanoseconds (%globaltimer, reserve to completion), I/O cycles (%clock64),
 // and the same two up to the data being in device memory.
@@ -310,10 +320,15 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 		} else {
 			if (!bam::queue::reserve(q, deadline, &pos)) {
 				failed++;
+				note_failure(counters, 2ull << 32);
 				break;
 			}
 			u64 prp1, prp2;
-			bam::queue::prps(q, pos, ls, &prp1, &prp2);
+			if (mode & mode_direct) {
+				bam::queue::prps_to(q, pos, ls, reinterpret_cast<u64>(dst + ((tid % dst_lines) << ls)), &prp1, &prp2);
+			} else {
+				bam::queue::prps(q, pos, ls, &prp1, &prp2);
+			}
 			bam::queue::issue(q, pos,
 			                  bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), lba, blocks, prp1, prp2));
 			ok = bam::queue::wait(q, pos, deadline, &status);
@@ -322,22 +337,33 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 		const u64 c1 = cycles();
 		if (!ok) {  // timed out: the CID was abandoned, nothing to retire
 			failed++;
+			note_failure(counters, 3ull << 32);
 			break;
 		}
 		if (!bam::queue::status_ok(status)) {
 			failed++;
+			note_failure(counters, 1ull << 32 | status);
 			bam::queue::retire(q, pos);
 			continue;
 		}
 		const unsigned char *slot = bam::queue::staging(q, pos, ls);
 		const u64 wbase = line * words;
-		if (mode & mode_verify) {
+		if (mode & mode_direct) {
+			// The line is in dst already. Each thread has a line of its own
+			// when the grid fits dst; check it then.
+			if (static_cast<u64>(gridDim.x) * blockDim.x <= dst_lines) {
+				const unsigned long long *to = reinterpret_cast<const unsigned long long *>(dst + ((tid % dst_lines) << ls));
+				if (__ldcg(to) != bam::pattern64(data_seed, wbase) || __ldcg(to + words - 1) != bam::pattern64(data_seed, wbase + words - 1)) bad++;
+			}
+		} else if (mode & mode_verify) {
 			const u64 *w = reinterpret_cast<const u64 *>(slot);
 			for (u64 j = 0; j < words; j++) {
 				if (__ldcv(reinterpret_cast<const unsigned long long *>(w + j)) != bam::pattern64(data_seed, wbase + j)) bad++;
 			}
 		}
-		if (mode & mode_copy) {
+		if (mode & mode_direct) {
+			// nothing to copy: checked above
+		} else if (mode & mode_copy) {
 			unsigned char *to = dst + ((k % dst_lines) << ls);
 			if (!copy_checked(to, slot, bytes, bam::pattern64(data_seed, wbase), bam::pattern64(data_seed, wbase + words - 1))) {
 				bad++;

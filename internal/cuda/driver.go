@@ -48,7 +48,19 @@ func Available() error {
 // non-standard place, or a missing one to test the CPU fallback).
 const DriverLibraryEnv = "BAM_CUDA_LIB"
 
+// MaxConnectionsEnv is the driver's variable for the number of hardware work
+// queues a context spreads its streams over (default 8). Streams that share
+// a queue run in order, so a copy on one waits behind a kernel on another:
+// fatal for the copy-engine fill route, where a running kernel waits for the
+// copy. Open raises it to the hardware's 32 unless the user set it.
+const MaxConnectionsEnv = "CUDA_DEVICE_MAX_CONNECTIONS"
+
 func open() error {
+	if os.Getenv(MaxConnectionsEnv) == "" {
+		// Read by the driver when it creates a context; in a cgo program
+		// os.Setenv also updates the C environment.
+		os.Setenv(MaxConnectionsEnv, "32")
+	}
 	var msg [512]C.char
 	lib := os.Getenv(DriverLibraryEnv)
 	path := C.CString(lib)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/bam-go/bam/bench"
@@ -195,6 +196,46 @@ func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce
 	return median(v), v, float64(fills) / float64(len(v)) / float64(lines), nil
 }
 
+// coldLookups reads count random elements of the whole array (each lane of
+// a warp a different line, almost always) from a cold cache and returns the
+// median lookups per second and bytes of lines filled per second.
+func (a *arig) coldLookups(ctx context.Context, c *Config, count uint64) (float64, float64, error) {
+	const seed = 0xc01d
+	mask := a.n - 1
+	want := parallelSum(count, func(i uint64) uint64 { return kernels.Pattern64(patternSeedArr, kernels.Mix64(seed+i)&mask) })
+	cfg, err := a.fullGrid(kLookupArray)
+	if err != nil {
+		return 0, 0, err
+	}
+	var lk, gb []float64
+	_, err = c.repeat(ctx, func(timed bool) (time.Duration, error) {
+		if err := a.e.Invalidate(ctx); err != nil {
+			return 0, err
+		}
+		before, err := a.e.Stats()
+		if err != nil {
+			return 0, err
+		}
+		d, err := a.sumRun(ctx, kLookupArray, cfg, want, a.arr.Arg(), cuda.U64(mask), cuda.U64(count), cuda.U64(seed), cuda.U64(1))
+		if err != nil {
+			return 0, err
+		}
+		after, err := a.e.Stats()
+		if err != nil {
+			return 0, err
+		}
+		if timed {
+			lk = append(lk, float64(count)/d.Seconds())
+			gb = append(gb, float64(after.Fills-before.Fills)*float64(a.line)/d.Seconds())
+		}
+		return d, nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return median(lk), median(gb), nil
+}
+
 func b2u(b bool) uint64 {
 	if b {
 		return 1
@@ -256,26 +297,70 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 		hostCopy[line] = hc
 		ceil := ceilings{H2D: h2d, HostCopy: hostCopy}
 		for _, order := range []string{"seq", "random"} {
-			v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true)
-			if err != nil {
-				a.close()
-				return nil, fmt.Errorf("C1 %s %d-byte lines: %w", order, line, err)
+			routes := []gpuengine.FillRoute{gpuengine.RouteAuto, gpuengine.RouteCopyEngine}
+			if line < 4096 {
+				routes = routes[:1] // the copy engine moved 0.1 GB/s of 512-byte lines: minutes per run
 			}
-			name := fmt.Sprintf("cold_%s_read_%s_lines_GBps", order, kib(line))
-			gb := make([]float64, len(s))
-			for i, x := range s {
-				gb[i] = x / 1e9
+			for _, route := range routes {
+				if err := a.arr.SetFillRoute(route); err != nil {
+					a.close()
+					return nil, err
+				}
+				v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true)
+				if err != nil {
+					a.close()
+					return nil, fmt.Errorf("C1 %s %d-byte lines, %s route: %w", order, line, route, err)
+				}
+				name := fmt.Sprintf("cold_%s_read_%s_lines_GBps", order, kib(line))
+				goal := ""
+				if route == gpuengine.RouteAuto {
+					if line >= 4096 {
+						goal = ">= 0.9"
+					}
+				} else {
+					name += "_" + strings.ReplaceAll(route.String(), "-", "_")
+				}
+				gb := make([]float64, len(s))
+				for i, x := range s {
+					gb[i] = x / 1e9
+				}
+				samples[name] = gb
+				amp[name] = fpl
+				c1.Add(name, v/1e9, "GB/s",
+					fmt.Sprintf("path ceiling: min(pinned H2D copy, host %s copy into pinned memory x%d threads), same run", kib(line), p.Workers),
+					ceil.path(line)/1e9, false, goal)
+				p.logf("C1 cold %-6s %5s lines, %-11s route: %6.2f GB/s of lines (ceiling %.2f GB/s, %.2f fills per line)", order, kib(line), route, v/1e9, ceil.path(line)/1e9, fpl)
 			}
-			samples[name] = gb
-			amp[name] = fpl
-			goal := ""
-			if line >= 4096 {
-				goal = ">= 0.9"
+		}
+		if line == 4096 {
+			for _, route := range []gpuengine.FillRoute{gpuengine.RouteAuto, gpuengine.RouteCopyEngine} {
+				if err := a.arr.SetFillRoute(route); err != nil {
+					a.close()
+					return nil, err
+				}
+				count := uint64(p.Lookups)
+				if route == gpuengine.RouteCopyEngine {
+					count /= 16 // about 0.2 M fills/s: keep a run short
+				}
+				lk, gb, err := a.coldLookups(ctx, &p.Config, count)
+				if err != nil {
+					a.close()
+					return nil, fmt.Errorf("C1 scattered lookups, %s route: %w", route, err)
+				}
+				suffix := ""
+				if route != gpuengine.RouteAuto {
+					suffix = "_" + strings.ReplaceAll(route.String(), "-", "_")
+				}
+				c1.Report("cold_scattered_lookups_4k_lines_Mlookups"+suffix, lk/1e6, "M lookups/s", "")
+				c1.Add("cold_scattered_lookups_4k_lines_GBps"+suffix, gb/1e9, "GB/s",
+					fmt.Sprintf("path ceiling: min(pinned H2D copy, host 4k copy into pinned memory x%d threads), same run", p.Workers),
+					ceil.path(line)/1e9, false, "")
+				p.logf("C1 cold scattered 8-byte lookups, 4k lines, %-11s route: %.2f M lookups/s, %.2f GB/s of lines filled", route, lk/1e6, gb/1e9)
 			}
-			c1.Add(name, v/1e9, "GB/s",
-				fmt.Sprintf("path ceiling: min(pinned H2D copy, host %s copy into pinned memory x%d threads), same run", kib(line), p.Workers),
-				ceil.path(line)/1e9, false, goal)
-			p.logf("C1 cold %-6s %5s lines: %6.2f GB/s of lines (ceiling %.2f GB/s, %.2f fills per line)", order, kib(line), v/1e9, ceil.path(line)/1e9, fpl)
+		}
+		if err := a.arr.SetFillRoute(gpuengine.RouteAuto); err != nil {
+			a.close()
+			return nil, err
 		}
 		if err := a.close(); err != nil {
 			return nil, err
@@ -300,7 +385,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["fills_per_line"] = amp
 	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); random: one warp per line, lines in a pseudo-random permutation, every element read"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
-	c1.Params["route"] = "bounce (pinned staging, GPU thread copies into the line); the copy-engine route does not exist yet"
+	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line; _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()
 	out := []*bench.Result{c1}
 	if !p.NoAblations {
@@ -328,7 +413,7 @@ func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum
 	res.Params["array_bytes"] = n * 8
 	res.Params["runs"] = p.Runs
 	res.Params["statistic"] = "median"
-	res.Params["copy_engine_fill"] = "not measured: only the bounce route (GPU thread copies pinned staging into the line) is implemented"
+	res.Params["fill_route"] = "auto (bounce): staging slots copied into the line by the requesting warp group (per lane: each lane alone)"
 
 	// 1. Coalescing, cold sequential read of the whole array.
 	on, _, _, err := a.coldGather(ctx, &p.Config, "seq", true)

@@ -115,3 +115,30 @@ func (a *Array) SetRoundRobin(roundRobin bool) error {
 	binary.LittleEndian.PutUint64(b[:], policy)
 	return a.desc.Write(ArrayPolicyOffset, b[:])
 }
+
+// SetFillRoute switches the fill route of a's descriptor, whatever
+// Config.FillRoute says; it affects launches that start afterwards.
+func (a *Array) SetFillRoute(r FillRoute) error {
+	below, err := r.directBelow()
+	if err != nil {
+		return err
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], below)
+	return a.desc.Write(ArrayDirectBelowOffset, b[:])
+}
+
+// RegisterDeviceMemory makes m addressable by the Target at its device
+// address, served by the copy engine like the cache's lines, so that
+// benchmark kernels can name it in PRPs. release unregisters it; call it
+// before freeing m.
+func (e *Engine) RegisterDeviceMemory(m *cuda.DeviceMem) (release func() error, err error) {
+	if m.Ptr()%pageSize != 0 {
+		return nil, fmt.Errorf("gpuengine: device memory at %#x is not page aligned", uint64(m.Ptr()))
+	}
+	r := &lineRegion{base: m.Ptr(), size: m.Size(), pool: e.copiers}
+	if err := e.dma.Register(uint64(m.Ptr()), m.Size(), r); err != nil {
+		return nil, err
+	}
+	return func() error { return e.dma.Unregister(uint64(m.Ptr())) }, nil
+}

@@ -10,12 +10,19 @@
 // nvme.Target whose host threads serve those queues against the store's
 // namespaces, the per-launch error record and the statistics counters.
 //
-// Data route. A fill is an NVMe Read whose PRPs name the command's staging
-// slot in pinned host memory; the Target reads the namespace straight into
-// it, posts the completion, and the GPU thread that submitted the command
-// copies the slot into the cache line (DESIGN.md §3 route (a), the bounce
-// buffer). Write-backs go the other way. The Target never touches device
-// memory, so its threads need no CUDA calls.
+// Data routes (DESIGN.md §3, Config.FillRoute). Bounce, the default: a fill
+// is an NVMe Read whose PRPs name the command's staging slot in pinned host
+// memory; the Target reads the namespace straight into it, posts the
+// completion, and the lanes of the warp group that asked for the line copy
+// the slot into the cache line. Write-backs go the other way. Copy engine:
+// the PRPs name the cache line itself (lines are page aligned and
+// registered in the Target's DMA space at their device addresses); a Target
+// thread copies the data in or out with cuMemcpy*Async on one of a few
+// streams of its own and completes the command after a stream
+// synchronisation. It wins at queue depth 1 and loses under load (see
+// FillRoute), so it is an option, not the default. cuda.Open raises
+// CUDA_DEVICE_MAX_CONNECTIONS so that the copies' streams do not share a
+// hardware queue with a running kernel that waits for them.
 //
 // Errors. Kernels never wait forever: every wait on the device is bounded by
 // Config.Timeout (%globaltimer), and the first failure of a launch (a failed

@@ -39,6 +39,10 @@ type Config struct {
 	Timeout time.Duration
 	// RoundRobin selects BaM's round-robin victim choice instead of clock.
 	RoundRobin bool
+	// FillRoute selects how line data moves between the Target and device
+	// memory: staging slots copied by the requesting lanes, the copy engine,
+	// or (the default) each where it measured faster. See FillRoute.
+	FillRoute FillRoute
 	// TargetWorkers is the number of host threads serving the queues.
 	// Default min(GOMAXPROCS, QueuePairs).
 	TargetWorkers int
@@ -85,6 +89,9 @@ func (c *Config) fill() error {
 	case c.QueueDepth < 2 || c.QueueDepth > 4096 || c.QueueDepth&(c.QueueDepth-1) != 0:
 		return fmt.Errorf("gpuengine: queue depth %d: want a power of two from 2 to 4096", c.QueueDepth)
 	}
+	if _, err := c.FillRoute.directBelow(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -100,6 +107,10 @@ type Engine struct {
 	lbaShift  uint
 
 	meta, data    *cuda.DeviceMem
+	lineBase      cuda.DevicePtr // first line: data rounded up to a page
+	lineBytes     uint64
+	lines         *lineRegion // the line data as a DMA region: the copy-engine route
+	copiers       *copierPool
 	errRec, stats *cuda.DeviceMem
 	queueDescs    *cuda.DeviceMem
 	cacheDesc     *cuda.DeviceMem // array descriptor with only the cache and queue fields, for write-back
@@ -169,12 +180,23 @@ func (e *Engine) init() error {
 	if e.stream, err = e.ctx.NewStream(); err != nil {
 		return err
 	}
+	// The copy-engine route's streams, right after the launch stream (see
+	// copierPool).
+	if e.copiers, err = newCopierPool(e.ctx, 2*e.cfg.TargetWorkers, uint64(max(e.cfg.LineSize, 64<<10))); err != nil {
+		return fmt.Errorf("gpuengine: copy-engine route: %w", err)
+	}
 	// Cache: line data and metadata (zero, tags TagEmpty).
 	K := uint32(e.cfg.Ways)
 	N := uint32(e.sets)
-	if e.data, err = e.ctx.Alloc(e.sets * uint64(K) << e.lineShift); err != nil {
+	// Lines are page aligned: the copy-engine route names them in PRPs,
+	// whose entries after the first must be page aligned, and the driver
+	// aligns small allocations to less than a page.
+	lineBytes := e.sets * uint64(K) << e.lineShift
+	if e.data, err = e.ctx.Alloc(lineBytes + pageSize); err != nil {
 		return fmt.Errorf("gpuengine: cache lines: %w", err)
 	}
+	e.lineBase = e.data.Ptr().Add((pageSize - uint64(e.data.Ptr())%pageSize) % pageSize)
+	e.lineBytes = lineBytes
 	if e.meta, err = e.ctx.Alloc(gpucache.RegionBytes(N, K)); err != nil {
 		return fmt.Errorf("gpuengine: cache metadata: %w", err)
 	}
@@ -207,6 +229,13 @@ func (e *Engine) init() error {
 		if err := e.target.AddNamespace(uint32(i+1), ns); err != nil {
 			return err
 		}
+	}
+	// The line data is DMA-addressable at its device address (the
+	// copy-engine route); the copiers match the goroutines that can run
+	// commands at once on the Target's hot path.
+	e.lines = &lineRegion{base: e.lineBase, size: e.lineBytes, pool: e.copiers}
+	if err := e.dma.Register(uint64(e.lineBase), e.lineBytes, e.lines); err != nil {
+		return err
 	}
 	descs := make([]byte, e.cfg.QueuePairs*QueueDescBytes)
 	for i := 0; i < e.cfg.QueuePairs; i++ {
@@ -256,7 +285,7 @@ func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripe
 	K := uint32(e.cfg.Ways)
 	N := uint32(e.sets)
 	put(ArrayCacheMetaOffset, uint64(e.meta.Ptr()))
-	put(ArrayCacheDataOffset, uint64(e.data.Ptr()))
+	put(ArrayCacheDataOffset, uint64(e.lineBase))
 	put(ArraySetsOffset, e.sets)
 	put(ArrayWaysOffset, uint64(K))
 	put(ArrayLineShiftOffset, uint64(e.lineShift))
@@ -279,6 +308,8 @@ func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripe
 		policy = PolicyRoundRobin
 	}
 	put(ArrayPolicyOffset, policy)
+	below, _ := e.cfg.FillRoute.directBelow() // checked by Config.fill
+	put(ArrayDirectBelowOffset, below)
 	return b
 }
 
@@ -526,6 +557,9 @@ func (e *Engine) Close() error {
 	}
 	for _, q := range e.queues {
 		errs = append(errs, q.free())
+	}
+	if e.copiers != nil {
+		errs = append(errs, e.copiers.close())
 	}
 	for _, m := range []*cuda.DeviceMem{e.meta, e.data, e.errRec, e.stats, e.queueDescs, e.cacheDesc} {
 		if m != nil {

@@ -8,27 +8,28 @@ import "github.com/bam-go/bam/internal/layout"
 // that is not mirrored there fails `make kernels`.
 const (
 	// Array descriptor: what bam::array<T> needs to find element i.
-	ArrayCacheMetaOffset = 0   // device pointer: gpucache metadata region
-	ArrayCacheDataOffset = 8   // device pointer: cache line data, way g at g << LineShift
-	ArraySetsOffset      = 16  // number of sets N
-	ArrayWaysOffset      = 24  // ways per set K
-	ArrayLineShiftOffset = 32  // log2 of the line size
-	ArrayTagsOffset      = 40  // byte offset of the tag array in the metadata region
-	ArrayWBTagsOffset    = 48  // byte offset of the write-back tag array
-	ArrayWaysRecOffset   = 56  // byte offset of the way record array
-	ArrayQueuesOffset    = 64  // device pointer: QueueDescBytes records
-	ArrayNQueuesOffset   = 72  // number of queue descriptors
-	ArrayErrorOffset     = 80  // device pointer: ErrorRecordBytes record
-	ArrayTimeoutOffset   = 88  // bound of every wait, nanoseconds of %globaltimer
-	ArrayNNSOffset       = 96  // namespaces the object is striped over
-	ArrayNSStartOffset   = 104 // device pointer: u64 per stripe member: first physical line of the extent
-	ArrayNSIndexOffset   = 112 // device pointer: u64 per stripe member: namespace index (NSID - 1)
-	ArrayLBAShiftOffset  = 120 // log2 of LBAs per line
-	ArrayElemCountOffset = 128 // elements in the array
-	ArrayElemSizeOffset  = 136 // bytes per element (a power of two dividing the line size)
-	ArrayStatsOffset     = 144 // device pointer: StatsSlots x StatsCounters u64 counters
-	ArrayPolicyOffset    = 152 // victim choice: PolicyClock or PolicyRoundRobin
-	ArrayDescBytes       = 160
+	ArrayCacheMetaOffset   = 0   // device pointer: gpucache metadata region
+	ArrayCacheDataOffset   = 8   // device pointer: cache line data, way g at g << LineShift
+	ArraySetsOffset        = 16  // number of sets N
+	ArrayWaysOffset        = 24  // ways per set K
+	ArrayLineShiftOffset   = 32  // log2 of the line size
+	ArrayTagsOffset        = 40  // byte offset of the tag array in the metadata region
+	ArrayWBTagsOffset      = 48  // byte offset of the write-back tag array
+	ArrayWaysRecOffset     = 56  // byte offset of the way record array
+	ArrayQueuesOffset      = 64  // device pointer: QueueDescBytes records
+	ArrayNQueuesOffset     = 72  // number of queue descriptors
+	ArrayErrorOffset       = 80  // device pointer: ErrorRecordBytes record
+	ArrayTimeoutOffset     = 88  // bound of every wait, nanoseconds of %globaltimer
+	ArrayNNSOffset         = 96  // namespaces the object is striped over
+	ArrayNSStartOffset     = 104 // device pointer: u64 per stripe member: first physical line of the extent
+	ArrayNSIndexOffset     = 112 // device pointer: u64 per stripe member: namespace index (NSID - 1)
+	ArrayLBAShiftOffset    = 120 // log2 of LBAs per line
+	ArrayElemCountOffset   = 128 // elements in the array
+	ArrayElemSizeOffset    = 136 // bytes per element (a power of two dividing the line size)
+	ArrayStatsOffset       = 144 // device pointer: StatsSlots x StatsCounters u64 counters
+	ArrayPolicyOffset      = 152 // victim choice: PolicyClock or PolicyRoundRobin
+	ArrayDirectBelowOffset = 160 // fills by groups of fewer lanes than this, and all write-backs when it is not 0, go through the copy engine
+	ArrayDescBytes         = 168
 
 	// Queue descriptor: one NVMe queue pair as device code sees it.
 	QueueMetaOffset       = 0  // device pointer: vq metadata region
@@ -41,7 +42,8 @@ const (
 	QueueStagingDMAOffset = 56 // DMA address of the staging slots (what PRPs name)
 	QueuePRPListDMAOffset = 64 // DMA address of depth PRP list pages (one 4 KiB page per slot)
 	QueueIDOffset         = 72 // queue identifier
-	QueueDescBytes        = 80
+	QueuePRPListOffset    = 80 // device-mapped pointer: the PRP list pages, for kernels that write lists
+	QueueDescBytes        = 88
 
 	// Error record: the first failure of a launch, for the host to report.
 	ErrorCodeOffset   = 0  // u32: one of the Err* codes; 0 = none
@@ -104,6 +106,7 @@ func Layout() layout.Group {
 			c("ArrayElemSizeOffset", ArrayElemSizeOffset, "Array descriptor: element size."),
 			c("ArrayStatsOffset", ArrayStatsOffset, "Array descriptor: statistics counters."),
 			c("ArrayPolicyOffset", ArrayPolicyOffset, "Array descriptor: victim policy."),
+			c("ArrayDirectBelowOffset", ArrayDirectBelowOffset, "Array descriptor: copy-engine route below this group size."),
 			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
 			c("QueueMetaOffset", QueueMetaOffset, "Queue descriptor: vq metadata region."),
 			c("QueueSQOffset", QueueSQOffset, "Queue descriptor: SQ ring."),
@@ -115,6 +118,7 @@ func Layout() layout.Group {
 			c("QueueStagingDMAOffset", QueueStagingDMAOffset, "Queue descriptor: staging DMA address."),
 			c("QueuePRPListDMAOffset", QueuePRPListDMAOffset, "Queue descriptor: PRP list pages DMA address."),
 			c("QueueIDOffset", QueueIDOffset, "Queue descriptor: queue identifier."),
+			c("QueuePRPListOffset", QueuePRPListOffset, "Queue descriptor: PRP list pages (device-mapped)."),
 			c("QueueDescBytes", QueueDescBytes, "Size of the queue descriptor."),
 			c("ErrorCodeOffset", ErrorCodeOffset, "Error record: code."),
 			c("ErrorStatusOffset", ErrorStatusOffset, "Error record: NVMe status."),

@@ -141,6 +141,7 @@ func (q *queuePair) encode(b []byte) {
 	put(QueueStagingDMAOffset, uint64(q.stagingDev))
 	put(QueuePRPListDMAOffset, uint64(q.prpDev))
 	put(QueueIDOffset, uint64(q.id))
+	put(QueuePRPListOffset, uint64(q.prpDev))
 }
 
 func (q *queuePair) free() error {

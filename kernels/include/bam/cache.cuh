@@ -102,17 +102,25 @@ __device__ __forceinline__ void copy_to_staging(unsigned char *to, const unsigne
 	}
 }
 
-// write_line writes way g to storage at w with one NVMe Write through a
-// staging slot. Returns the NVMe status (0 on success, status_timeout on a
-// timeout). Fills go through io_read instead.
+// write_line writes way g to storage at w with one NVMe Write: through the
+// copy engine (the PRPs name the line and the Target copies it out before it
+// completes) when the descriptor enables that route, else through a staging
+// slot this thread copies the line into. Returns the NVMe status (0 on
+// success, status_timeout on a timeout). Fills go through io_read instead.
 __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &w, u64 deadline) {
 	const queue_desc &q = pick_queue(d);
 	u64 t;
 	if (!queue::reserve(q, deadline, &t)) return status_timeout;
-	unsigned char *slot = queue::staging(q, t, static_cast<u32>(d.line_shift));
-	copy_to_staging(slot, line_data(d, g), 1ull << d.line_shift);
+	const u32 shift = static_cast<u32>(d.line_shift);
 	u64 prp1, prp2;
-	queue::prps(q, t, static_cast<u32>(d.line_shift), &prp1, &prp2);
+	if (d.direct_below != 0) {
+		// The line's stores must be done before the copy engine reads it.
+		__threadfence();
+		queue::prps_to(q, t, shift, reinterpret_cast<u64>(line_data(d, g)), &prp1, &prp2);
+	} else {
+		copy_to_staging(queue::staging(q, t, shift), line_data(d, g), 1ull << shift);
+		queue::prps(q, t, shift, &prp1, &prp2);
+	}
 	const u32 blocks = 1u << d.lba_shift;
 	queue::issue(q, t, nvme_command::read_write(nvme_op_write, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
 	detail::count(d, L::StatCommands, 1);
@@ -122,11 +130,15 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 	return status;
 }
 
-// io_read submits an NVMe Read of the line at w into a staging slot and
-// waits for it. On success the slot stays owned by the caller (h->staging,
-// h->queue, h->ticket) until finish_fill retires it; on failure nothing is
-// held. Returns the NVMe status (status_timeout on a timeout).
-__device__ inline u32 io_read(const array_desc &d, const where &w, u64 deadline, struct handle *h);
+// io_read submits an NVMe Read of the line at w for way g, filled for a group
+// of n lanes, and waits for it. Groups smaller than d.direct_below take the
+// copy-engine route: the PRPs name the line itself, the Target copies the
+// data in before it posts the completion, and nothing is left pending
+// (h->staging == 0). Other groups read into a staging slot that stays owned by
+// the caller (h->staging, h->queue, h->ticket) until finish_fill retires it.
+// On failure nothing is held. Returns the NVMe status (status_timeout on a
+// timeout).
+__device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n, u64 deadline, struct handle *h);
 
 // Result of acquire.
 struct handle {
@@ -361,7 +373,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		// 7. fill: the data lands in a staging slot; the caller copies it
 		// into the line (alone or with its warp group) and publishes VALID
 		// with finish_fill.
-		const u32 st = io_read(d, w, deadline, &h);
+		const u32 st = io_read(d, w, victim, n, deadline, &h);
 		detail::count(d, L::StatFills, 1);
 		if (st != 0) {
 			detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusFillFailed));
@@ -373,26 +385,37 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		}
 		h.way = victim;
 		h.ok = true;
+		if (h.staging == 0) {
+			// Copy-engine route: the data is in the line; publish it.
+			__threadfence();
+			atomicXor(state_at(d, victim), state_valid | state_busy);
+		}
 		return h;
 	}
 }
 
-__device__ inline u32 io_read(const array_desc &d, const where &w, u64 deadline, handle *h) {
+__device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n, u64 deadline, handle *h) {
 	const queue_desc &q = pick_queue(d);
 	u64 t;
 	if (!queue::reserve(q, deadline, &t)) return status_timeout;
+	const u32 shift = static_cast<u32>(d.line_shift);
+	const bool direct = n < d.direct_below;
 	u64 prp1, prp2;
-	queue::prps(q, t, static_cast<u32>(d.line_shift), &prp1, &prp2);
+	if (direct) {
+		queue::prps_to(q, t, shift, reinterpret_cast<u64>(line_data(d, g)), &prp1, &prp2);
+	} else {
+		queue::prps(q, t, shift, &prp1, &prp2);
+	}
 	const u32 blocks = 1u << d.lba_shift;
 	queue::issue(q, t, nvme_command::read_write(nvme_op_read, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
 	detail::count(d, L::StatCommands, 1);
 	u32 status;
 	if (!queue::wait(q, t, deadline, &status)) return status_timeout;
-	if (!queue::status_ok(status)) {
+	if (!queue::status_ok(status) || direct) {
 		queue::retire(q, t);
 		return status;
 	}
-	h->staging = reinterpret_cast<u64>(queue::staging(q, t, static_cast<u32>(d.line_shift)));
+	h->staging = reinterpret_cast<u64>(queue::staging(q, t, shift));
 	h->queue = reinterpret_cast<u64>(&q);
 	h->ticket = t;
 	return 0;

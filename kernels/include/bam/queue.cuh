@@ -87,19 +87,31 @@ __device__ __forceinline__ unsigned char *staging(const queue_desc &q, u64 t, u3
 	return reinterpret_cast<unsigned char *>(q.staging + ((t & (q.depth - 1)) << line_shift));
 }
 
-// prps returns PRP1 and PRP2 for a transfer of one line to or from t's
-// staging slot: a second page directly, or the slot's PRP list page.
-__device__ __forceinline__ void prps(const queue_desc &q, u64 t, u32 line_shift, u64 *prp1, u64 *prp2) {
-	const u64 pos = t & (q.depth - 1);
-	*prp1 = q.staging_dma + (pos << line_shift);
+// prps_to returns PRP1 and PRP2 for a transfer of one line to or from the
+// line-sized, page-aligned buffer at DMA address base: the second page
+// directly, or, for lines over 8 KiB, t's PRP list page, which it fills with
+// the addresses of the pages after the first (system-scope stores that
+// queue::issue orders before the doorbell).
+__device__ __forceinline__ void prps_to(const queue_desc &q, u64 t, u32 line_shift, u64 base, u64 *prp1, u64 *prp2) {
+	*prp1 = base;
 	const u64 bytes = 1ull << line_shift;
 	if (bytes <= 4096) {
 		*prp2 = 0;
 	} else if (bytes <= 8192) {
-		*prp2 = *prp1 + 4096;
+		*prp2 = base + 4096;
 	} else {
-		*prp2 = q.prp_list_dma + pos * 4096;
+		const u64 page = (t & (q.depth - 1)) * 4096;
+		u64 *entries = reinterpret_cast<u64 *>(q.prp_list + page);
+		const u32 pages = static_cast<u32>(bytes >> 12);
+		for (u32 k = 1; k < pages; k++) __stwt(entries + (k - 1), base + (static_cast<u64>(k) << 12));
+		*prp2 = q.prp_list_dma + page;
 	}
+}
+
+// prps returns PRP1 and PRP2 for a transfer of one line to or from t's
+// staging slot.
+__device__ __forceinline__ void prps(const queue_desc &q, u64 t, u32 line_shift, u64 *prp1, u64 *prp2) {
+	prps_to(q, t, line_shift, q.staging_dma + ((t & (q.depth - 1)) << line_shift), prp1, prp2);
 }
 
 // harvest drains valid completions at the CQ head if the head lock is free.

@@ -23,6 +23,7 @@ struct queue_desc {
 	u64 staging_dma;   // DMA address of the staging slots, for PRPs
 	u64 prp_list_dma;  // DMA address of depth PRP list pages, one 4 KiB page per slot
 	u64 qid;           // queue identifier
+	u64 prp_list;      // device-mapped pointer to the PRP list pages
 };
 
 // error_record holds the first failure of a launch.
@@ -59,6 +60,12 @@ struct array_desc {
 	u64 elem_size;
 	u64 stats;      // u64 *: StatsSlots x StatsCounters
 	u64 policy;
+	// Fill route (DESIGN.md §3): a fill whose group has fewer lanes than
+	// direct_below has the Target copy the data into the line with the copy
+	// engine (the PRPs name the line); larger groups read through a staging
+	// slot and copy it together. Write-backs go through the copy engine
+	// whenever direct_below is not 0.
+	u64 direct_below;
 };
 
 namespace L = layout::engine;
@@ -78,6 +85,7 @@ BAM_CHECK_OFFSET(queue_desc, staging, L::QueueStagingOffset);
 BAM_CHECK_OFFSET(queue_desc, staging_dma, L::QueueStagingDMAOffset);
 BAM_CHECK_OFFSET(queue_desc, prp_list_dma, L::QueuePRPListDMAOffset);
 BAM_CHECK_OFFSET(queue_desc, qid, L::QueueIDOffset);
+BAM_CHECK_OFFSET(queue_desc, prp_list, L::QueuePRPListOffset);
 static_assert(sizeof(queue_desc) == L::QueueDescBytes, "queue_desc size disagrees with layout.go");
 BAM_CHECK_OFFSET(error_record, code, L::ErrorCodeOffset);
 BAM_CHECK_OFFSET(error_record, status, L::ErrorStatusOffset);
@@ -106,6 +114,7 @@ BAM_CHECK_OFFSET(array_desc, elem_count, L::ArrayElemCountOffset);
 BAM_CHECK_OFFSET(array_desc, elem_size, L::ArrayElemSizeOffset);
 BAM_CHECK_OFFSET(array_desc, stats, L::ArrayStatsOffset);
 BAM_CHECK_OFFSET(array_desc, policy, L::ArrayPolicyOffset);
+BAM_CHECK_OFFSET(array_desc, direct_below, L::ArrayDirectBelowOffset);
 static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagrees with layout.go");
 #undef BAM_CHECK_OFFSET
 #endif

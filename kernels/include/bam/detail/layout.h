@@ -173,8 +173,10 @@ inline constexpr unsigned long long ArrayElemSizeOffset = 136ull;
 inline constexpr unsigned long long ArrayStatsOffset = 144ull;
 /// Array descriptor: victim policy.
 inline constexpr unsigned long long ArrayPolicyOffset = 152ull;
+/// Array descriptor: copy-engine route below this group size.
+inline constexpr unsigned long long ArrayDirectBelowOffset = 160ull;
 /// Size of the array descriptor.
-inline constexpr unsigned long long ArrayDescBytes = 160ull;
+inline constexpr unsigned long long ArrayDescBytes = 168ull;
 /// Queue descriptor: vq metadata region.
 inline constexpr unsigned long long QueueMetaOffset = 0ull;
 /// Queue descriptor: SQ ring.
@@ -195,8 +197,10 @@ inline constexpr unsigned long long QueueStagingDMAOffset = 56ull;
 inline constexpr unsigned long long QueuePRPListDMAOffset = 64ull;
 /// Queue descriptor: queue identifier.
 inline constexpr unsigned long long QueueIDOffset = 72ull;
+/// Queue descriptor: PRP list pages (device-mapped).
+inline constexpr unsigned long long QueuePRPListOffset = 80ull;
 /// Size of the queue descriptor.
-inline constexpr unsigned long long QueueDescBytes = 80ull;
+inline constexpr unsigned long long QueueDescBytes = 88ull;
 /// Error record: code.
 inline constexpr unsigned long long ErrorCodeOffset = 0ull;
 /// Error record: NVMe status.
