@@ -36,6 +36,12 @@ func OpenRaw(ctx context.Context, s *bam.Store, name string, opts *Options) (*Ra
 	if err != nil {
 		return nil, &bam.ObjectError{Op: "open", Name: name, Err: err}
 	}
+	if sch.variant != VariantFixed {
+		// A bytes table's values are pointers into its value log: writing
+		// them raw would leave the log and its statistics behind.
+		return nil, &bam.ObjectError{Op: "open", Name: name,
+			Err: fmt.Errorf("%w: table is of the %s variant: open it with OpenBytes", ErrTypeMismatch, sch.variant)}
+	}
 	c, err := openCore(ctx, s, name, sch, opts)
 	if err != nil {
 		return nil, err
