@@ -218,10 +218,11 @@ class array_ref {
 		const u64 per = (1ull << d.line_shift) / sizeof(T);
 		const u64 line = i / per;
 		const u64 off = (i - line * per) * sizeof(T);
-		const bool need = !held_ || line != line_;
-		const u32 active = __activemask();
-		const u32 movers = __ballot_sync(active, need);
-		if (need) {
+		// The held line: no warp-wide work, no metadata, one load.
+		if (held_ && line == line_) return detail::load_line<T>(cache::line_data(d, way_) + off);
+		{
+			// The lanes that move to another line at this call, together.
+			const u32 movers = __activemask();
 			drop(movers);
 			const coalesce::group g = coalesce::by(movers, line);
 			count_groups(d, movers, g);
