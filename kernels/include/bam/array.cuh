@@ -90,6 +90,22 @@ __device__ __forceinline__ void store_line(unsigned char *p, const T &v) {
 	}
 }
 
+// elem_shift is log2(sizeof(T)); lines and elements are powers of two, so
+// an index splits into line and byte offset with shifts, not a 64-bit
+// division (tens of instructions on the GPU).
+template <typename T>
+__device__ __forceinline__ constexpr u32 elem_shift() {
+	return sizeof(T) == 1 ? 0 : sizeof(T) == 2 ? 1 : sizeof(T) == 4 ? 2 : sizeof(T) == 8 ? 3 : 4;
+}
+
+// split returns element i's line and its byte offset in the line.
+template <typename T>
+__device__ __forceinline__ u64 split(const array_desc &d, u64 i, u64 *off) {
+	const u32 shift = static_cast<u32>(d.line_shift) - elem_shift<T>();
+	*off = (i & ((1ull << shift) - 1)) << elem_shift<T>();
+	return i >> shift;
+}
+
 }  // namespace detail
 
 // count_groups adds the warp's number of line acquisitions to the
@@ -140,9 +156,8 @@ class array {
 			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return T{};
 		}
-		const u64 per = elems_per_line();
-		const u64 line = i / per;
-		const u64 off = (i - line * per) * sizeof(T);
+		u64 off;
+		const u64 line = detail::split<T>(d, i, &off);
 		const u32 active = __activemask();
 		const coalesce::group g = coalesce::by(active, line);
 		count_groups(d, active, g);
@@ -166,9 +181,8 @@ class array {
 			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return;
 		}
-		const u64 per = elems_per_line();
-		const u64 line = i / per;
-		const u64 off = (i - line * per) * sizeof(T);
+		u64 off;
+		const u64 line = detail::split<T>(d, i, &off);
 		const u32 active = __activemask();
 		const coalesce::group g = coalesce::by(active, line);
 		count_groups(d, active, g);
@@ -215,9 +229,8 @@ class array_ref {
 			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return T{};
 		}
-		const u64 per = (1ull << d.line_shift) / sizeof(T);
-		const u64 line = i / per;
-		const u64 off = (i - line * per) * sizeof(T);
+		u64 off;
+		const u64 line = detail::split<T>(d, i, &off);
 		// The held line: no warp-wide work, no metadata, one load.
 		if (held_ && line == line_) return detail::load_line<T>(cache::line_data(d, way_) + off);
 		{
