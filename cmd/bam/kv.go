@@ -358,14 +358,9 @@ func runKVGet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) < 3 {
-		return usageErrorf("give STORE TABLE KEY...")
-	}
-	keys := make([]uint64, len(pos)-2)
-	for i, ks := range pos[2:] {
-		if keys[i], err = parseKey(ks); err != nil {
-			return err
-		}
+	keys, err := parseTableKeys(pos)
+	if err != nil {
+		return err
 	}
 	s, err := openStoreRW(ctx, pos[0])
 	if err != nil {
@@ -464,14 +459,9 @@ func runKVDel(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) < 3 {
-		return usageErrorf("give STORE TABLE KEY...")
-	}
-	keys := make([]uint64, len(pos)-2)
-	for i, ks := range pos[2:] {
-		if keys[i], err = parseKey(ks); err != nil {
-			return err
-		}
+	keys, err := parseTableKeys(pos)
+	if err != nil {
+		return err
 	}
 	s, err := openStoreRW(ctx, pos[0])
 	if err != nil {
@@ -640,4 +630,19 @@ func runKVBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return reportResult(e, res, fmt.Sprintf("%s on %s (%s, %d cores)", res.Benchmark, res.Device, res.Host.CPU, res.Host.Cores), *jsonOut, *out)
+}
+
+// parseTableKeys parses the KEY... arguments after STORE TABLE.
+func parseTableKeys(pos []string) ([]uint64, error) {
+	if len(pos) < 3 {
+		return nil, usageErrorf("give STORE TABLE KEY...")
+	}
+	keys := make([]uint64, len(pos)-2)
+	for i, ks := range pos[2:] {
+		var err error
+		if keys[i], err = parseKey(ks); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }
