@@ -41,7 +41,8 @@ type Config struct {
 	RoundRobin bool
 	// FillRoute selects how line data moves between the Target and device
 	// memory: staging slots copied by the requesting lanes, the copy engine,
-	// or (the default) each where it measured faster. See FillRoute.
+	// or (the default, RouteAuto) the one that measured faster. See
+	// FillRoute.
 	FillRoute FillRoute
 	// TargetWorkers is the number of host threads serving the queues.
 	// Default min(GOMAXPROCS, QueuePairs).
@@ -231,8 +232,7 @@ func (e *Engine) init() error {
 		}
 	}
 	// The line data is DMA-addressable at its device address (the
-	// copy-engine route); the copiers match the goroutines that can run
-	// commands at once on the Target's hot path.
+	// copy-engine route), served by the copier pool.
 	e.lines = &lineRegion{base: e.lineBase, size: e.lineBytes, pool: e.copiers}
 	if err := e.dma.Register(uint64(e.lineBase), e.lineBytes, e.lines); err != nil {
 		return err

@@ -108,8 +108,10 @@ func newQueuePair(e *Engine, id uint16) (*queuePair, error) {
 	return q, q.reset()
 }
 
-// writePRPLists fills slot i's list page with the addresses of its line's
-// pages after the first (used for lines over 8 KiB).
+// writePRPLists fills slot i's list page with the addresses of its staging
+// slot's pages after the first (lines over 8 KiB). Kernels rewrite the page
+// for every command they build (queue::prps_to names the staging slot or
+// the cache line), so this only gives the pages a defined start.
 func (q *queuePair) writePRPLists() {
 	b := q.prpHost
 	pages := q.lineSize / 4096
