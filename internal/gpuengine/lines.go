@@ -27,7 +27,13 @@ const (
 	RouteBounce
 	// RouteCopyEngine names the line itself in the PRPs: the Target moves
 	// the data with the GPU's copy engine before it posts the completion,
-	// for fills and write-backs.
+	// for fills and write-backs. Experimental, for measurement: when a
+	// command outlives Config.Timeout (a stalled namespace), the kernel
+	// gives the way up while the Target may still copy into it later, so a
+	// line refilled in between could be overwritten. The bounce route has
+	// no such window (a late completion lands in a quarantined staging
+	// slot). Closing it needs timed-out ways quarantined until the queues
+	// are reset.
 	RouteCopyEngine
 )
 
