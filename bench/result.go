@@ -18,6 +18,7 @@ import (
 // Result is one benchmark run.
 type Result struct {
 	Benchmark string         `json:"benchmark"`
+	Variant   string         `json:"variant,omitempty"` // a part of the benchmark run on its own (G1's graph kind); names the file too
 	Device    string         `json:"device"`
 	Host      Host           `json:"host"`
 	Commit    string         `json:"commit"`
@@ -75,7 +76,7 @@ func (r *Result) Report(name string, value float64, unit, goal string) {
 	r.Figures = append(r.Figures, Figure{Name: name, Value: value, Unit: unit, Goal: goal})
 }
 
-// FileName is the result's file name: <id>-<device>-<yyyymmdd>.json.
+// FileName is the result's file name: <id>[-<variant>]-<device>-<yyyymmdd>.json.
 func (r *Result) FileName() string {
 	dev := strings.Map(func(c rune) rune {
 		switch {
@@ -88,7 +89,11 @@ func (r *Result) FileName() string {
 	if t, err := time.Parse(time.RFC3339, r.Date); err == nil {
 		day = t.Format("20060102")
 	}
-	return fmt.Sprintf("%s-%s-%s.json", r.Benchmark, dev, day)
+	id := r.Benchmark
+	if r.Variant != "" {
+		id += "-" + r.Variant
+	}
+	return fmt.Sprintf("%s-%s-%s.json", id, dev, day)
 }
 
 // WriteFile writes the result as indented JSON into dir, creating it, and

@@ -38,6 +38,10 @@ func cmdBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(o.Kinds) == 1 {
+		// Runs of one kind each keep their own file (G1-kron-..., G1-urand-...).
+		res.Variant = string(o.Kinds[0])
+	}
 	path, err := res.WriteFile(*out)
 	if err != nil {
 		return err
