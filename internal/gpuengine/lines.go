@@ -18,7 +18,7 @@ const (
 	// queue depth 1 it has a 4 KiB line in device memory in 31-34 µs, where
 	// a lane copying a staging slot alone takes 185 µs, but under load it
 	// moved 0.75 GB/s of 4 KiB lines against 2.3 GB/s for lanes copying
-	// alone and 10-15 GB/s for warps copying their line together
+	// alone and 10-18 GB/s (45 at 64 KiB) for warps copying their line together
 	// (bench/results C1, L1, Q2).
 	RouteAuto FillRoute = iota
 	// RouteBounce reads into pinned staging slots; the lanes of the warp
