@@ -105,3 +105,10 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_cache_dirty_count(const bam::array_desc *de
 	}
 	if (c) atomicAdd(out, c);
 }
+
+// bam_fill_copier runs the warps of the fill copier (bam/copier.cuh) beside
+// a kernel that uses arrays: every warp serves the ring until its stop word
+// holds epoch or no job came for idle_ns. Launch with whole warps.
+BAM_KERNEL void bam_fill_copier(u64 ring, u64 epoch, u64 idle_ns) {
+	bam::copier::serve(ring, static_cast<u32>(epoch), idle_ns);
+}

@@ -22,13 +22,14 @@ constexpr u64 mode_copy = 2;     // copy each line into device memory (the bounc
 constexpr u64 mode_verify = 4;   // compare every word with the pattern
 constexpr u64 mode_latency = 8;  // record per-command latencies
 constexpr u64 mode_direct = 16;  // PRPs name a line of dst: the Target's copy engine fills it (the copy-engine route)
+constexpr u64 mode_copier = 32;  // with mode_copy: hand the copy to the fill copier's warps (bam/copier.cuh)
 
 // Counter slots of bam_bench_queue_read.
 constexpr int ctr_completed = 0;
 constexpr int ctr_failed = 1;
 constexpr int ctr_mismatched = 2;
 constexpr int ctr_start = 3;  // %globaltimer of the first thread to start (time box origin)
-constexpr int ctr_first_failure = 4;  // first failure: 1<<32 | NVMe status, 2<<32 reserve timeout, 3<<32 wait timeout
+constexpr int ctr_first_failure = 4;  // first failure: 1<<32 | NVMe status, 2<<32 reserve timeout, 3<<32 wait timeout, 4<<32 copier timeout
 
 __device__ __forceinline__ void note_failure(u64 *counters, u64 what) {
 	atomicCAS(reinterpret_cast<unsigned long long *>(counters + ctr_first_failure), 0ull, what);
@@ -283,12 +284,16 @@ __device__ __forceinline__ void add_sum(u64 *out, u64 s) {
 // instead of the staging slot: the Target copies the data in with the copy
 // engine before it completes the command; the line's first and last word
 // are checked when every thread has a line of its own.
+// mode_copier (with mode_copy) posts each copy to the fill copier ring
+// copier instead, copying only what it declines, and checks the line's
+// first and last word in dst afterwards.
 // mode_latency records, for command k < lat_n, four u64 at lat[4k]: I/O
 // nanoseconds (%globaltimer, reserve to completion), I/O cycles (%clock64),
 // and the same two up to the data being in device memory.
 BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues, u64 mode, u64 iters, u64 budget_ns,
                                      u64 timeout_ns, u64 nsid, u64 lines, u64 line_shift, u64 lba_shift, u64 seed,
-                                     u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat, u64 lat_n) {
+                                     u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat, u64 lat_n,
+                                     u64 copier) {
 	namespace D = bam::detail;
 	const u64 tid = bam::global_thread_id();
 	const bam::queue_desc &q = queues[(tid >> 5) % nqueues];
@@ -365,8 +370,18 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			// nothing to copy: checked above
 		} else if (mode & mode_copy) {
 			unsigned char *to = dst + ((k % dst_lines) << ls);
-			if (!copy_checked(to, slot, bytes, bam::pattern64(data_seed, wbase), bam::pattern64(data_seed, wbase + words - 1))) {
-				bad++;
+			const u64 first = bam::pattern64(data_seed, wbase), last = bam::pattern64(data_seed, wbase + words - 1);
+			u32 r = bam::copier::declined;
+			if (mode & mode_copier) r = bam::copier::run(copier, to, slot, bytes, false, deadline);
+			if (r == bam::copier::copied) {
+				const unsigned long long *w = reinterpret_cast<const unsigned long long *>(to);
+				if (__ldcg(w) != first || __ldcg(w + words - 1) != last) bad++;
+			} else {
+				if (r == bam::copier::timed_out) {
+					failed++;
+					note_failure(counters, 4ull << 32);
+				}
+				if (!copy_checked(to, slot, bytes, first, last)) bad++;
 			}
 		} else if (!(mode & mode_verify)) {
 			if (__ldcv(reinterpret_cast<const unsigned long long *>(slot)) != bam::pattern64(data_seed, wbase)) bad++;

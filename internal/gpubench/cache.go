@@ -333,29 +333,41 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 			}
 		}
 		if line == 4096 {
-			for _, route := range []gpuengine.FillRoute{gpuengine.RouteAuto, gpuengine.RouteCopyEngine} {
-				if err := a.arr.SetFillRoute(route); err != nil {
+			for _, v := range []struct {
+				suffix    string
+				route     gpuengine.FillRoute
+				copyBelow uint64
+			}{
+				{"", gpuengine.RouteAuto, gpuengine.DefaultCopyBelow},
+				{"_lane_copy", gpuengine.RouteAuto, 0},
+				{"_copy_engine", gpuengine.RouteCopyEngine, gpuengine.DefaultCopyBelow},
+			} {
+				if err := a.arr.SetFillRoute(v.route); err != nil {
+					a.close()
+					return nil, err
+				}
+				if err := a.arr.SetCopyBelow(v.copyBelow); err != nil {
 					a.close()
 					return nil, err
 				}
 				count := uint64(p.Lookups)
-				if route == gpuengine.RouteCopyEngine {
+				if v.route == gpuengine.RouteCopyEngine {
 					count /= 16 // about 0.2 M fills/s: keep a run short
 				}
 				lk, gb, err := a.coldLookups(ctx, &p.Config, count)
 				if err != nil {
 					a.close()
-					return nil, fmt.Errorf("C1 scattered lookups, %s route: %w", route, err)
+					return nil, fmt.Errorf("C1 scattered lookups, %s route%s: %w", v.route, v.suffix, err)
 				}
-				suffix := ""
-				if route != gpuengine.RouteAuto {
-					suffix = "_" + strings.ReplaceAll(route.String(), "-", "_")
-				}
-				c1.Report("cold_scattered_lookups_4k_lines_Mlookups"+suffix, lk/1e6, "M lookups/s", "")
-				c1.Add("cold_scattered_lookups_4k_lines_GBps"+suffix, gb/1e9, "GB/s",
+				c1.Report("cold_scattered_lookups_4k_lines_Mlookups"+v.suffix, lk/1e6, "M lookups/s", "")
+				c1.Add("cold_scattered_lookups_4k_lines_GBps"+v.suffix, gb/1e9, "GB/s",
 					fmt.Sprintf("path ceiling: min(pinned H2D copy, host 4k copy into pinned memory x%d threads), same run", p.Workers),
 					ceil.path(line)/1e9, false, "")
-				p.logf("C1 cold scattered 8-byte lookups, 4k lines, %-11s route: %.2f M lookups/s, %.2f GB/s of lines filled", route, lk/1e6, gb/1e9)
+				p.logf("C1 cold scattered 8-byte lookups, 4k lines, %-11s route%s: %.2f M lookups/s, %.2f GB/s of lines filled", v.route, v.suffix, lk/1e6, gb/1e9)
+			}
+			if err := a.arr.SetCopyBelow(gpuengine.DefaultCopyBelow); err != nil {
+				a.close()
+				return nil, err
 			}
 		}
 		if err := a.arr.SetFillRoute(gpuengine.RouteAuto); err != nil {
@@ -385,7 +397,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["fills_per_line"] = amp
 	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); random: one warp per line, lines in a pseudo-random permutation, every element read"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
-	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line; _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
+	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()
 	out := []*bench.Result{c1}
 	if !p.NoAblations {
@@ -413,7 +425,7 @@ func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum
 	res.Params["array_bytes"] = n * 8
 	res.Params["runs"] = p.Runs
 	res.Params["statistic"] = "median"
-	res.Params["fill_route"] = "auto (bounce): staging slots copied into the line by the requesting warp group (per lane: each lane alone)"
+	res.Params["fill_route"] = "auto (bounce): staging slots copied into the line by the requesting warp group, by a fill copier warp for groups of fewer than 16 lanes"
 
 	// 1. Coalescing, cold sequential read of the whole array.
 	on, _, _, err := a.coldGather(ctx, &p.Config, "seq", true)

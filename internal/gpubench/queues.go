@@ -21,6 +21,7 @@ const (
 	modeVerify  = 4
 	modeLatency = 8
 	modeDirect  = 16
+	modeCopier  = 32 // with modeCopy: the fill copier's warps copy (the default route)
 )
 
 // QueuesParams sizes the queue benchmarks (Q1, Q2, L1). Zero fields take
@@ -205,7 +206,7 @@ func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, bud
 		cuda.Ptr(descs), cuda.U64(uint64(n)), cuda.U64(mode), cuda.U64(uint64(iters)), cuda.U64(uint64(budget.Nanoseconds())),
 		cuda.U64(uint64(q.p.Timeout.Nanoseconds())), cuda.U64(1), cuda.U64(lines), cuda.U64(lineShift), cuda.U64(lbaShift),
 		cuda.U64(q.seed*0x9e3779b97f4a7c15), cuda.U64(patternSeedQ), cuda.Ptr(q.dst.Ptr()), cuda.U64(q.dstLines),
-		cuda.Ptr(q.counters.Ptr()), cuda.Ptr(latPtr), cuda.U64(latN))
+		cuda.Ptr(q.counters.Ptr()), cuda.Ptr(latPtr), cuda.U64(latN), cuda.Ptr(q.e.FillCopierRing()))
 	if err != nil {
 		return qrun{}, err
 	}
@@ -227,7 +228,7 @@ func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, bud
 // verify reads lines with every word compared to the pattern, through both
 // protocols, before anything is timed.
 func (q *qrig) verify(ctx context.Context) error {
-	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeDirect, modeVerify | modeLocked} {
+	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeVerify | modeCopy | modeCopier, modeDirect, modeVerify | modeLocked} {
 		if mode&modeLocked != 0 {
 			if err := q.e.ResetQueues(ctx); err != nil {
 				return err
@@ -397,8 +398,9 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	q2.Params["host_copy_ceiling_GBps"] = hc / 1e9
 	q2.Params["host_copy_threads"] = workers
 	q2.Params["routes"] = map[string]string{
-		"bounce":      "Target reads into pinned staging, the submitting GPU thread copies the line into device memory (16-byte loads, 8 in flight)",
-		"copy_engine": "the PRPs name a line in device memory; the Target copies the data in with cuMemcpyHtoDAsync on a stream of its own and completes the command after the copy",
+		"copier (unsuffixed, the default)": "Target reads into pinned staging, the submitting GPU thread posts the copy to the fill copier ring and a warp of the copier kernel copies the line into device memory with 32 lanes",
+		"lane_copy":                        "Target reads into pinned staging, the submitting GPU thread copies the line into device memory alone (16-byte loads, 8 in flight)",
+		"copy_engine":                      "the PRPs name a line in device memory; the Target copies the data in with cuMemcpyHtoDAsync on a stream of its own and completes the command after the copy",
 	}
 	q2samples := map[string][]float64{}
 	q2.Params["samples_GBps"] = q2samples
@@ -408,7 +410,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	for _, route := range []struct {
 		name string
 		mode uint64
-	}{{"bounce", modeCopy}, {"copy_engine", modeDirect}} {
+	}{{"copier", modeCopy | modeCopier}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
 		for _, t := range p.Threads {
 			if t < 64<<10 {
 				continue
@@ -419,7 +421,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 			}
 			gbps := v * 4096 / 1e9
 			name := fmt.Sprintf("read_GBps_4k_%d_threads", t)
-			if route.name != "bounce" {
+			if route.name != "copier" {
 				name += "_" + route.name
 			}
 			s := make([]float64, len(sv))
@@ -535,10 +537,10 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	}
 	defer lat.Free()
 	// Warm-up at QD1, then the measured run: one thread, one queue pair.
-	if _, err := q.launch(ctx, 1, 64, modeCopy, time.Hour, nil, 0); err != nil {
+	if _, err := q.launch(ctx, 1, 64, modeCopy|modeCopier, time.Hour, nil, 0); err != nil {
 		return err
 	}
-	r, err := q.launch(ctx, 1, int(n), modeCopy|modeLatency, time.Hour, lat, n)
+	r, err := q.launch(ctx, 1, int(n), modeCopy|modeCopier|modeLatency, time.Hour, lat, n)
 	if err != nil {
 		return err
 	}
@@ -569,6 +571,24 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 		ioTimer[i] = float64(raw[4*i]) / 1e3
 	}
 	dIO, dMiss, dTimer := distOf(io), distOf(miss), distOf(ioTimer)
+	// The same with the thread copying the line alone.
+	lr1, err := q.launch(ctx, 1, int(n), modeCopy|modeLatency, time.Hour, lat, n)
+	if err != nil {
+		return err
+	}
+	if lr1.completed != n {
+		return fmt.Errorf("%w: QD1 lane-copy run completed %d of %d commands", ErrVerify, lr1.completed, n)
+	}
+	lraw1, err := readU64s(lat, int(4*n))
+	if err != nil {
+		return err
+	}
+	laneMiss := make([]float64, n)
+	for i := uint64(0); i < n; i++ {
+		laneMiss[i] = float64(lraw1[4*i+3]) * nsPerCycle / 1e3
+	}
+	dLane := distOf(laneMiss)
+	p.logf("L1 QD1 4k read into device memory by the thread alone: p50 %.2f us p99 %.2f us", dLane.P50, dLane.P99)
 	// The same through the copy-engine route: the data is in device memory
 	// when the command completes.
 	if _, err := q.launch(ctx, 1, 64, modeDirect, time.Hour, nil, 0); err != nil {
@@ -601,10 +621,10 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 		return err
 	}
 	defer llat.Free()
-	if _, err := q.launch(ctx, p.LoadThreads, p.LoadCommands, modeCopy, time.Hour, nil, 0); err != nil {
+	if _, err := q.launch(ctx, p.LoadThreads, p.LoadCommands, modeCopy|modeCopier, time.Hour, nil, 0); err != nil {
 		return err
 	}
-	lr, err := q.launch(ctx, p.LoadThreads, p.LoadCommands, modeCopy|modeLatency, time.Hour, llat, ln)
+	lr, err := q.launch(ctx, p.LoadThreads, p.LoadCommands, modeCopy|modeCopier|modeLatency, time.Hour, llat, ln)
 	if err != nil {
 		return err
 	}
@@ -632,7 +652,7 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	res.Params["load_commands_per_thread"] = p.LoadCommands
 	res.Params["load_queues"] = q.queues
 	res.Params["load_iops"] = float64(lr.completed) / lr.elapsed.Seconds()
-	res.Params["latency_span"] = "read: from before taking a queue slot to the completion seen by the thread; miss: until the line is copied into device memory by the thread (bounce route) or, _copy_engine, by the Target before it completes the command"
+	res.Params["latency_span"] = "read: from before taking a queue slot to the completion seen by the thread; miss: until the line is in device memory, copied by a fill copier warp (the default; under load too), _lane_copy by the thread alone, _copy_engine by the Target before it completes the command"
 	res.Params["load_timer"] = "%globaltimer"
 	res.Params["qd1_timer"] = "%clock64 scaled by %globaltimer over the run"
 	const rtName = "GPU->host->GPU round trip through pinned memory, same run"
@@ -641,6 +661,8 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	res.Report("qd1_read_4k_latency_max_us", dIO.Max, "us", "")
 	res.Add("qd1_miss_4k_latency_p50_us", dMiss.P50, "us", rtName+" (p50)", rt.P50, true, "")
 	res.Report("qd1_miss_4k_latency_p99_us", dMiss.P99, "us", "")
+	res.Add("qd1_miss_4k_latency_p50_us_lane_copy", dLane.P50, "us", rtName+" (p50)", rt.P50, true, "")
+	res.Report("qd1_miss_4k_latency_p99_us_lane_copy", dLane.P99, "us", "")
 	res.Add("qd1_miss_4k_latency_p50_us_copy_engine", dDirect.P50, "us", rtName+" (p50)", rt.P50, true, "")
 	res.Report("qd1_miss_4k_latency_p99_us_copy_engine", dDirect.P99, "us", "")
 	res.Report("roundtrip_p50_us", rt.P50, "us", "")

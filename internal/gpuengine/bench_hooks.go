@@ -3,7 +3,6 @@ package gpuengine
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,68 +38,25 @@ func (e *Engine) ResetQueues(ctx context.Context) error {
 // LaunchTimed is Launch with the kernel's device time measured by events
 // recorded on the engine's stream just before and after it.
 func (e *Engine) LaunchTimed(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) (time.Duration, error) {
-	e.launchMu.Lock()
-	defer e.launchMu.Unlock()
-	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
-		return 0, ErrClosed
+	return e.launch(ctx, true, fn, cfg, args...)
+}
+
+// FillCopierRing is the fill copier's ring for benchmark kernels that post
+// copies themselves; 0 when the engine runs no copier.
+func (e *Engine) FillCopierRing() cuda.DevicePtr {
+	if e.fillCopier == nil {
+		return 0
 	}
-	start, err := e.ctx.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer start.Destroy()
-	end, err := e.ctx.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer end.Destroy()
-	if err := e.stream.MemsetD8(e.errRec.Ptr(), 0, ErrorRecordBytes); err != nil {
-		return 0, err
-	}
-	for _, q := range e.queues {
-		e.target.Kick(q.id)
-	}
-	cfg.Stream = e.stream
-	if err := start.Record(e.stream); err != nil {
-		return 0, err
-	}
-	if err := fn.Launch(cfg, args...); err != nil {
-		return 0, fmt.Errorf("gpuengine: launch %s: %w", fn.Name(), err)
-	}
-	if err := end.Record(e.stream); err != nil {
-		return 0, err
-	}
-	bound := 4*e.cfg.Timeout + 30*time.Second
-	wctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	if err := e.stream.Wait(wctx); err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return 0, fmt.Errorf("gpuengine: %s did not finish within %v although every device wait is bounded by %v: %w", fn.Name(), bound, e.cfg.Timeout, err)
-		}
-		return 0, fmt.Errorf("gpuengine: %s: %w", fn.Name(), err)
-	}
-	d, err := cuda.Elapsed(start, end)
-	if err != nil {
-		return 0, err
-	}
-	rec := make([]byte, ErrorRecordBytes)
-	if err := e.errRec.Read(0, rec); err != nil {
-		return 0, err
-	}
-	de := decodeError(rec)
-	if de == nil {
-		return d, nil
-	}
-	de.Kernel = fn.Name()
-	if de.Code == ErrCodeTimeout || (de.Code == ErrCodeStatus && de.Status&0x8000 != 0) {
-		if err := e.resetQueues(ctx); err != nil {
-			return 0, errors.Join(de, fmt.Errorf("gpuengine: reset queues after timeout: %w", err))
-		}
-	}
-	return 0, de
+	return e.fillCopier.ptr()
+}
+
+// SetCopyBelow sets the group size under which a's fills hand their
+// staging copy to the fill copier (0: never, whatever the engine runs),
+// for ablations; it affects launches that start afterwards.
+func (a *Array) SetCopyBelow(n uint64) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	return a.desc.Write(ArrayCopyBelowOffset, b[:])
 }
 
 // SetRoundRobin switches the victim choice of a's descriptor between clock

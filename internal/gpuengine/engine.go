@@ -44,6 +44,15 @@ type Config struct {
 	// or (the default, RouteAuto) the one that measured faster. See
 	// FillRoute.
 	FillRoute FillRoute
+	// FillCopierWarps is the number of warps of the fill copier, a small
+	// kernel the engine runs beside every kernel it launches: lanes that
+	// own a staging copy with too few lanes to share it (a fill for one
+	// lane, a dirty line's write-back) hand it to a copier warp, which
+	// copies it with all 32 lanes (kernels/include/bam/copier.cuh). Default
+	// 64, in blocks of four warps, so that a kernel beside it loses at most
+	// one block on 16 multiprocessors; negative: no copier, such lanes copy
+	// alone.
+	FillCopierWarps int
 	// TargetWorkers is the number of host threads serving the queues.
 	// Default min(GOMAXPROCS, QueuePairs).
 	TargetWorkers int
@@ -85,6 +94,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("gpuengine: %d ways: want 1 to %d", c.Ways, gpucache.MaxWays)
 	case c.CacheBytes < uint64(c.LineSize*c.Ways):
 		return fmt.Errorf("gpuengine: cache of %d bytes holds less than one set of %d ways of %d bytes", c.CacheBytes, c.Ways, c.LineSize)
+	case c.FillCopierWarps > 4096:
+		return fmt.Errorf("gpuengine: %d fill copier warps: want at most 4096 (negative for none)", c.FillCopierWarps)
 	case c.QueuePairs < 1 || c.QueuePairs > 1024:
 		return fmt.Errorf("gpuengine: %d queue pairs: want 1 to 1024", c.QueuePairs)
 	case c.QueueDepth < 2 || c.QueueDepth > 4096 || c.QueueDepth&(c.QueueDepth-1) != 0:
@@ -112,6 +123,7 @@ type Engine struct {
 	lineBytes     uint64
 	lines         *lineRegion // the line data as a DMA region: the copy-engine route
 	copiers       *copierPool
+	fillCopier    *fillCopier // nil when Config.FillCopierWarps < 0
 	errRec, stats *cuda.DeviceMem
 	queueDescs    *cuda.DeviceMem
 	cacheDesc     *cuda.DeviceMem // array descriptor with only the cache and queue fields, for write-back
@@ -180,6 +192,21 @@ func (e *Engine) init() error {
 	}
 	if e.stream, err = e.ctx.NewStream(); err != nil {
 		return err
+	}
+	if e.cfg.FillCopierWarps >= 0 {
+		warps := e.cfg.FillCopierWarps
+		if warps == 0 {
+			warps = 64
+		}
+		// Enough slots for every queue entry's copy and the write-backs
+		// beside them; a full ring only makes posters copy for themselves.
+		slots := uint64(1024)
+		for slots < uint64(2*e.cfg.QueuePairs*e.cfg.QueueDepth) {
+			slots <<= 1
+		}
+		if e.fillCopier, err = newFillCopier(e.ctx, e.mod, slots, warps); err != nil {
+			return fmt.Errorf("gpuengine: %w", err)
+		}
 	}
 	// The copy-engine route's streams, right after the launch stream (see
 	// copierPool).
@@ -310,6 +337,10 @@ func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripe
 	put(ArrayPolicyOffset, policy)
 	below, _ := e.cfg.FillRoute.directBelow() // checked by Config.fill
 	put(ArrayDirectBelowOffset, below)
+	if e.fillCopier != nil {
+		put(ArrayCopierOffset, uint64(e.fillCopier.ptr()))
+		put(ArrayCopyBelowOffset, DefaultCopyBelow)
+	}
 	return b
 }
 
@@ -350,53 +381,124 @@ func (e *Engine) function(name string) (*cuda.Function, error) {
 }
 
 // Launch runs a kernel that uses arrays bound to this engine on the engine's
-// stream, waits for it (bounded by ctx and by a multiple of the device
-// timeout, since every device wait is bounded), and returns the first
-// failure the kernel recorded as a *DeviceError. After a timeout the queue
-// pairs are reset.
+// stream, with the fill copier's warps beside it, waits for it (bounded by
+// ctx and by a multiple of the device timeout, since every device wait is
+// bounded), and returns the first failure the kernel recorded as a
+// *DeviceError. After a timeout the queue pairs and the copier ring are
+// reset.
 func (e *Engine) Launch(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
+	_, err := e.launch(ctx, false, fn, cfg, args...)
+	return err
+}
+
+// launch is Launch, with the kernel's device time measured by events around
+// it when timed.
+func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) (time.Duration, error) {
 	e.launchMu.Lock()
 	defer e.launchMu.Unlock()
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		return ErrClosed
+		return 0, ErrClosed
+	}
+	var start, end *cuda.Event
+	if timed {
+		var err error
+		if start, err = e.ctx.NewEvent(); err != nil {
+			return 0, err
+		}
+		defer start.Destroy()
+		if end, err = e.ctx.NewEvent(); err != nil {
+			return 0, err
+		}
+		defer end.Destroy()
 	}
 	if err := e.stream.MemsetD8(e.errRec.Ptr(), 0, ErrorRecordBytes); err != nil {
-		return err
+		return 0, err
 	}
 	for _, q := range e.queues {
 		e.target.Kick(q.id)
 	}
-	cfg.Stream = e.stream
-	if err := fn.Launch(cfg, args...); err != nil {
-		return fmt.Errorf("gpuengine: launch %s: %w", fn.Name(), err)
-	}
 	bound := 4*e.cfg.Timeout + 30*time.Second
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	if err := e.stream.Wait(wctx); err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("gpuengine: %s did not finish within %v although every device wait is bounded by %v: %w", fn.Name(), bound, e.cfg.Timeout, err)
+	kerr := e.runKernel(wctx, start, end, fn, cfg, args...)
+	if kerr != nil {
+		if ctx.Err() == nil && errors.Is(kerr, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("gpuengine: %s did not finish within %v although every device wait is bounded by %v: %w", fn.Name(), bound, e.cfg.Timeout, kerr)
 		}
-		return fmt.Errorf("gpuengine: %s: %w", fn.Name(), err)
+		return 0, fmt.Errorf("gpuengine: %s: %w", fn.Name(), kerr)
+	}
+	var d time.Duration
+	if timed {
+		var err error
+		if d, err = cuda.Elapsed(start, end); err != nil {
+			return 0, err
+		}
 	}
 	rec := make([]byte, ErrorRecordBytes)
 	if err := e.errRec.Read(0, rec); err != nil {
-		return err
+		return 0, err
 	}
 	de := decodeError(rec)
 	if de == nil {
-		return nil
+		return d, nil
 	}
 	de.Kernel = fn.Name()
 	if de.Code == ErrCodeTimeout || (de.Code == ErrCodeStatus && de.Status&0x8000 != 0) {
 		if err := e.resetQueues(ctx); err != nil {
-			return errors.Join(de, fmt.Errorf("gpuengine: reset queues after timeout: %w", err))
+			return 0, errors.Join(de, fmt.Errorf("gpuengine: reset queues after timeout: %w", err))
+		}
+		if e.fillCopier != nil {
+			if err := e.fillCopier.reset(); err != nil {
+				return 0, errors.Join(de, fmt.Errorf("gpuengine: reset fill copier after timeout: %w", err))
+			}
 		}
 	}
-	return de
+	return 0, de
+}
+
+// runKernel launches the fill copier, then fn on the engine's stream (with
+// events around it when start is not nil), stops the copier behind fn, and
+// waits for both.
+func (e *Engine) runKernel(ctx context.Context, start, end *cuda.Event, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
+	var epoch uint32
+	if e.fillCopier != nil {
+		var err error
+		if epoch, err = e.fillCopier.start(); err != nil {
+			return err
+		}
+	}
+	cfg.Stream = e.stream
+	err := func() error {
+		if start != nil {
+			if err := start.Record(e.stream); err != nil {
+				return err
+			}
+		}
+		if err := fn.Launch(cfg, args...); err != nil {
+			return fmt.Errorf("launch: %w", err)
+		}
+		if end != nil {
+			return end.Record(e.stream)
+		}
+		return nil
+	}()
+	if e.fillCopier != nil {
+		// Even when the launch failed: the copier warps must stop.
+		err = errors.Join(err, e.fillCopier.stopAfter(e.stream, epoch))
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.stream.Wait(ctx); err != nil {
+		return err
+	}
+	if e.fillCopier != nil {
+		return e.fillCopier.wait(ctx)
+	}
+	return nil
 }
 
 func decodeError(rec []byte) *DeviceError {
@@ -505,6 +607,7 @@ type Stats struct {
 	Commands   uint64 // NVMe commands submitted
 	Retries    uint64 // acquires restarted after a tag changed under them
 	Acquires   uint64 // line acquisitions, one per coalesced group
+	Offloads   uint64 // staging copies (fills and write-backs) done by the fill copier
 	LineSize   int
 	Target     nvme.TargetStats
 }
@@ -523,7 +626,7 @@ func (e *Engine) Stats() (Stats, error) {
 	}
 	return Stats{
 		Misses: sum[StatMisses], Fills: sum[StatFills], WriteBacks: sum[StatWriteBacks],
-		Commands: sum[StatCommands], Retries: sum[StatRetries], Acquires: sum[StatAcquires], LineSize: e.cfg.LineSize,
+		Commands: sum[StatCommands], Retries: sum[StatRetries], Acquires: sum[StatAcquires], Offloads: sum[StatOffloads], LineSize: e.cfg.LineSize,
 		Target: e.target.Stats(),
 	}, nil
 }
@@ -560,6 +663,9 @@ func (e *Engine) Close() error {
 	}
 	if e.copiers != nil {
 		errs = append(errs, e.copiers.close())
+	}
+	if e.fillCopier != nil {
+		errs = append(errs, e.fillCopier.close())
 	}
 	for _, m := range []*cuda.DeviceMem{e.meta, e.data, e.errRec, e.stats, e.queueDescs, e.cacheDesc} {
 		if m != nil {

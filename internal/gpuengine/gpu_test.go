@@ -94,11 +94,28 @@ func ctxT(t *testing.T) context.Context {
 // fillRoutes are the fill routes the data-path tests run under.
 var fillRoutes = []FillRoute{RouteAuto, RouteBounce, RouteCopyEngine}
 
+// noCopier is FillCopierWarps without a fill copier: lanes copy alone.
+const noCopier = -1
+
 func TestGPUGatherSmallCache(t *testing.T) {
+	type variant struct {
+		route  FillRoute
+		copier int
+	}
+	var variants []variant
 	for _, route := range fillRoutes {
-		t.Run(route.String(), func(t *testing.T) {
+		variants = append(variants, variant{route, 0})
+	}
+	variants = append(variants, variant{RouteBounce, noCopier})
+	for _, v := range variants {
+		route := v.route
+		name := route.String()
+		if v.copier == noCopier {
+			name += "-no-copier"
+		}
+		t.Run(name, func(t *testing.T) {
 			// 32 MiB of data through a 1 MiB cache: constant eviction.
-			r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 8, QueueDepth: 256, Timeout: 10 * time.Second, FillRoute: route}, 2, 4<<20, 7)
+			r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 8, QueueDepth: 256, Timeout: 10 * time.Second, FillRoute: route, FillCopierWarps: v.copier}, 2, 4<<20, 7)
 			ctx := ctxT(t)
 			rng := rand.New(rand.NewPCG(1, 2))
 			idx := make([]uint64, 1<<20)
@@ -123,6 +140,15 @@ func TestGPUGatherSmallCache(t *testing.T) {
 			t.Logf("stats: %+v", st)
 			if st.Fills == 0 || st.Commands < st.Fills {
 				t.Errorf("stats show no fills: %+v", st)
+			}
+			// Random lookups leave most lanes alone on their line: on the
+			// bounce route the fill copier must have done copies, and
+			// none without it.
+			switch {
+			case route != RouteCopyEngine && v.copier != noCopier && st.Offloads == 0:
+				t.Errorf("the fill copier did no copy: %+v", st)
+			case (route == RouteCopyEngine || v.copier == noCopier) && st.Offloads != 0:
+				t.Errorf("%d copies offloaded without a fill copier on this route: %+v", st.Offloads, st)
 			}
 			// Sequential range and a reduction.
 			buf := make([]byte, r.n*8)
@@ -152,10 +178,12 @@ func TestGPUScatterFlush(t *testing.T) {
 	for _, tc := range []struct {
 		lineSize int
 		route    FillRoute
-	}{{512, RouteAuto}, {4096, RouteAuto}, {16384, RouteAuto}, {4096, RouteBounce}, {16384, RouteBounce}, {4096, RouteCopyEngine}, {16384, RouteCopyEngine}} {
+		copier   int
+	}{{512, RouteAuto, 0}, {4096, RouteAuto, 0}, {16384, RouteAuto, 0}, {4096, RouteBounce, 0}, {16384, RouteBounce, 0},
+		{4096, RouteBounce, noCopier}, {4096, RouteCopyEngine, 0}, {16384, RouteCopyEngine, 0}} {
 		lineSize := tc.lineSize
 		// 64 lines of 2 ways: far smaller than the data, so every round evicts.
-		r := newRig(t, Config{LineSize: lineSize, CacheBytes: 64 * uint64(lineSize), Ways: 2, QueuePairs: 4, QueueDepth: 64, Timeout: 10 * time.Second, FillRoute: tc.route}, 3, 1<<20, 9)
+		r := newRig(t, Config{LineSize: lineSize, CacheBytes: 64 * uint64(lineSize), Ways: 2, QueuePairs: 4, QueueDepth: 64, Timeout: 10 * time.Second, FillRoute: tc.route, FillCopierWarps: tc.copier}, 3, 1<<20, 9)
 		ctx := ctxT(t)
 		oracle := make([]uint64, r.n)
 		for i := range oracle {

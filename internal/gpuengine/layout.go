@@ -29,7 +29,31 @@ const (
 	ArrayStatsOffset       = 144 // device pointer: StatsSlots x StatsCounters u64 counters
 	ArrayPolicyOffset      = 152 // victim choice: PolicyClock or PolicyRoundRobin
 	ArrayDirectBelowOffset = 160 // fills by groups of fewer lanes than this, and all write-backs when it is not 0, go through the copy engine
-	ArrayDescBytes         = 168
+	ArrayCopierOffset      = 168 // device pointer: the fill copier's ring (CopierRing*), 0 when there is none
+	ArrayCopyBelowOffset   = 176 // staging copies of groups of fewer lanes than this (and of write-backs) go to the copier
+	ArrayDescBytes         = 184
+
+	// Fill copier ring (device memory): bounded multi-producer,
+	// multi-consumer ring of copy jobs. Threads that own a staging copy post
+	// it; warps of the copier kernel take jobs and copy each with all 32
+	// lanes. Header words sit on 128-byte lines of their own.
+	CopierHeadOffset   = 0   // u64: next ticket a copier warp takes
+	CopierTailOffset   = 128 // u64: next ticket a poster takes
+	CopierStopOffset   = 256 // u32: copier kernels of this epoch stop when it holds their epoch
+	CopierAliveOffset  = 384 // u32: copier warps running now
+	CopierMaskOffset   = 448 // u64: slots - 1 (slots a power of two)
+	CopierSlotsOffset  = 512 // first slot
+	CopierSlotBytes    = 32  // one job
+	CopierSeqOffset    = 0   // slot u64: ticket t when free for ticket t, t+1 once job t is posted
+	CopierSrcOffset    = 8   // slot u64: source address (device-mapped host memory or device memory)
+	CopierDstOffset    = 16  // slot u64: destination address
+	CopierSizeOffset   = 24  // slot u32: bytes (a multiple of 16) | CopierToHost
+	CopierClaimOffset  = 28  // slot u32: one of the Claim* values
+	CopierToHost       = 1 << 31
+	CopierClaimOpen    = 0 // posted, not taken
+	CopierClaimTaken   = 1 // a copier warp is copying
+	CopierClaimDone    = 2 // copied; the poster frees the slot
+	CopierClaimDropped = 3 // the poster copied it itself; the copier that takes the ticket frees the slot
 
 	// Queue descriptor: one NVMe queue pair as device code sees it.
 	QueueMetaOffset       = 0  // device pointer: vq metadata region
@@ -71,6 +95,7 @@ const (
 	StatCommands   = 4
 	StatRetries    = 5
 	StatAcquires   = 6
+	StatOffloads   = 7 // staging copies done by the fill copier
 
 	// Victim policies.
 	PolicyClock      = 0
@@ -107,7 +132,26 @@ func Layout() layout.Group {
 			c("ArrayStatsOffset", ArrayStatsOffset, "Array descriptor: statistics counters."),
 			c("ArrayPolicyOffset", ArrayPolicyOffset, "Array descriptor: victim policy."),
 			c("ArrayDirectBelowOffset", ArrayDirectBelowOffset, "Array descriptor: copy-engine route below this group size."),
+			c("ArrayCopierOffset", ArrayCopierOffset, "Array descriptor: fill copier ring, 0 for none."),
+			c("ArrayCopyBelowOffset", ArrayCopyBelowOffset, "Array descriptor: copier for groups smaller than this."),
 			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
+			c("CopierHeadOffset", CopierHeadOffset, "Copier ring: u64 next ticket to take."),
+			c("CopierTailOffset", CopierTailOffset, "Copier ring: u64 next ticket to post."),
+			c("CopierStopOffset", CopierStopOffset, "Copier ring: u32 stop epoch."),
+			c("CopierAliveOffset", CopierAliveOffset, "Copier ring: u32 running copier warps."),
+			c("CopierMaskOffset", CopierMaskOffset, "Copier ring: u64 slots - 1."),
+			c("CopierSlotsOffset", CopierSlotsOffset, "Copier ring: first slot."),
+			c("CopierSlotBytes", CopierSlotBytes, "Copier ring: bytes per slot."),
+			c("CopierSeqOffset", CopierSeqOffset, "Copier slot: u64 sequence."),
+			c("CopierSrcOffset", CopierSrcOffset, "Copier slot: u64 source."),
+			c("CopierDstOffset", CopierDstOffset, "Copier slot: u64 destination."),
+			c("CopierSizeOffset", CopierSizeOffset, "Copier slot: u32 bytes | CopierToHost."),
+			c("CopierClaimOffset", CopierClaimOffset, "Copier slot: u32 claim."),
+			c("CopierToHost", CopierToHost, "Copier size flag: device memory to host memory."),
+			c("CopierClaimOpen", CopierClaimOpen, "Copier claim: posted."),
+			c("CopierClaimTaken", CopierClaimTaken, "Copier claim: being copied."),
+			c("CopierClaimDone", CopierClaimDone, "Copier claim: copied."),
+			c("CopierClaimDropped", CopierClaimDropped, "Copier claim: withdrawn by its poster."),
 			c("QueueMetaOffset", QueueMetaOffset, "Queue descriptor: vq metadata region."),
 			c("QueueSQOffset", QueueSQOffset, "Queue descriptor: SQ ring."),
 			c("QueueCQOffset", QueueCQOffset, "Queue descriptor: CQ ring."),
@@ -141,6 +185,7 @@ func Layout() layout.Group {
 			c("StatCommands", StatCommands, "Counter: NVMe commands."),
 			c("StatRetries", StatRetries, "Counter: acquire retries."),
 			c("StatAcquires", StatAcquires, "Counter: line acquisitions (one per coalesced group)."),
+			c("StatOffloads", StatOffloads, "Counter: staging copies done by the fill copier."),
 			c("PolicyClock", PolicyClock, "Victim policy: clock."),
 			c("PolicyRoundRobin", PolicyRoundRobin, "Victim policy: round robin."),
 		},

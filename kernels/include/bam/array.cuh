@@ -120,15 +120,26 @@ __device__ __forceinline__ void count_groups(const array_desc &d, u32 active, co
 // alone would need 256 sequential 16-byte loads across PCIe for a 4 KiB
 // line), then the leader publishes it. Only lanes of the group take part,
 // and they are all waiting for their leader anyway, so the copy never waits
-// on a lane that might itself wait on this line.
+// on a lane that might itself wait on this line. A group of fewer lanes
+// than the descriptor's copy_below hands the copy to the fill copier
+// (bam/copier.cuh), whose warps copy with all 32 lanes; it copies itself
+// when the copier declines.
 __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::group &g, cache::handle &h) {
 	const u64 staging = g.broadcast(h.staging);
 	if (staging == 0) return;
 	const u64 way = g.broadcast(h.way);
-	const u32 lane = threadIdx.x & 31;
-	const u32 rank = __popc(g.mask & ((1u << lane) - 1u));
-	cache::copy_part(cache::line_data(d, way), reinterpret_cast<const unsigned char *>(staging), 1ull << d.line_shift, rank,
-	                 g.count);
+	unsigned char *line = cache::line_data(d, way);
+	const unsigned char *slot = reinterpret_cast<const unsigned char *>(staging);
+	u32 offloaded = 0;
+	if (g.count < d.copy_below && d.copier != 0) {
+		if (g.is_leader()) offloaded = cache::offload(d, line, slot, false, detail::globaltimer() + d.timeout_ns);
+		offloaded = g.broadcast(offloaded);
+	}
+	if (!offloaded) {
+		const u32 lane = threadIdx.x & 31;
+		const u32 rank = __popc(g.mask & ((1u << lane) - 1u));
+		cache::copy_part(line, slot, 1ull << d.line_shift, rank, g.count);
+	}
 	__syncwarp(g.mask);
 	if (g.is_leader()) cache::finish_fill(d, h);
 }

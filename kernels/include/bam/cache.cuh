@@ -6,12 +6,14 @@
 // leader of a coalesced warp group, bam/coalesce.cuh) with one fetch_add(n)
 // and released with one fetch_sub(n). Misses are filled through an NVMe Read
 // into the staging slot of the command's queue entry, then copied into the
-// line by the filling thread; dirty victims are copied out to a staging slot
-// and written with an NVMe Write. No lock is held across I/O and every wait
+// line by the lanes of the filling group, or, for groups too small to copy
+// fast, by a warp of the fill copier (bam/copier.cuh); dirty victims are
+// copied out to a staging slot the same way and written with an NVMe Write. No lock is held across I/O and every wait
 // is bounded by the descriptor's timeout.
 #ifndef BAM_CACHE_CUH
 #define BAM_CACHE_CUH
 
+#include "bam/copier.cuh"
 #include "bam/detail/desc.cuh"
 #include "bam/detail/sync.cuh"
 #include "bam/queue.cuh"
@@ -87,21 +89,18 @@ __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
 	return reinterpret_cast<const queue_desc *>(d.queues)[warp % d.nqueues];
 }
 
-// copy_to_staging copies one line out of the cache into a staging slot with
-// 16-byte accesses, eight in flight: line reads at L2 (.cg, since L1 is not
-// coherent with the multiprocessors that write lines), write-through
-// stores to host memory.
-__device__ __forceinline__ void copy_to_staging(unsigned char *to, const unsigned char *from, u64 bytes) {
-	const uint4 *src = reinterpret_cast<const uint4 *>(from);
-	uint4 *dst = reinterpret_cast<uint4 *>(to);
-	const u64 n = bytes / 16;
-	for (u64 i = 0; i < n; i += 8) {
-		uint4 v[8];
-#pragma unroll
-		for (int k = 0; k < 8; k++) v[k] = __ldcg(src + i + k);
-#pragma unroll
-		for (int k = 0; k < 8; k++) __stwt(dst + i + k, v[k]);
-	}
+// offload hands a staging copy of one line to d's fill copier
+// (bam/copier.cuh) and reports whether it was done there; when it was not,
+// the caller copies the line itself. A copier that took the job but did not
+// finish it by deadline is recorded as a timeout (the caller still copies,
+// so the launch ends; the host then resets the ring).
+__device__ __forceinline__ bool offload(const array_desc &d, unsigned char *to, const unsigned char *from, bool to_host, u64 deadline) {
+	if (d.copier == 0) return false;
+	const u32 r = copier::run(d.copier, to, from, 1ull << d.line_shift, to_host, deadline);
+	if (r == copier::timed_out) detail::record_error(d, L::ErrCodeTimeout, status_timeout, 0, 0, 0);
+	if (r != copier::copied) return false;
+	detail::count(d, L::StatOffloads, 1);
+	return true;
 }
 
 // write_line writes way g to storage at w with one NVMe Write: through the
@@ -120,7 +119,8 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 		__threadfence();
 		queue::prps_to(q, t, shift, reinterpret_cast<u64>(line_data(d, g)), &prp1, &prp2);
 	} else {
-		copy_to_staging(queue::staging(q, t, shift), line_data(d, g), 1ull << shift);
+		unsigned char *slot = queue::staging(q, t, shift);
+		if (!offload(d, slot, line_data(d, g), true, deadline)) detail::copy_to_host(slot, line_data(d, g), 1ull << shift, 0, 1);
 		queue::prps(q, t, shift, &prp1, &prp2);
 	}
 	const u32 blocks = 1u << d.lba_shift;
@@ -424,25 +424,9 @@ __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n,
 }
 
 // copy_part copies the share of lane `rank` of `lanes` lanes of one line
-// from a staging slot into the line: 16-byte chunks rank, rank+lanes, ...,
-// with up to eight loads in flight per lane.
+// from a staging slot into the line.
 __device__ __forceinline__ void copy_part(unsigned char *to, const unsigned char *from, u64 bytes, u32 rank, u32 lanes) {
-	const uint4 *src = reinterpret_cast<const uint4 *>(from);
-	uint4 *dst = reinterpret_cast<uint4 *>(to);
-	const u64 n = bytes / 16;
-	for (u64 base = rank; base < n; base += 8ull * lanes) {
-		uint4 v[8];
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const u64 c = base + static_cast<u64>(k) * lanes;
-			if (c < n) v[k] = detail::ld_host16(src + c);
-		}
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const u64 c = base + static_cast<u64>(k) * lanes;
-			if (c < n) __stcg(dst + c, v[k]);
-		}
-	}
+	detail::copy_from_host(to, from, bytes, rank, lanes);
 }
 
 // finish_fill retires the fill's staging slot and publishes the line: one
@@ -456,10 +440,13 @@ __device__ __forceinline__ void finish_fill(const array_desc &d, handle &h) {
 	h.staging = 0;
 }
 
-// complete finishes a deferred fill with the calling thread alone.
+// complete finishes a deferred fill for the calling thread alone: through
+// the fill copier when one runs, else with this thread's own loads.
 __device__ __forceinline__ void complete(const array_desc &d, handle &h) {
 	if (h.staging == 0) return;
-	copy_part(line_data(d, h.way), reinterpret_cast<const unsigned char *>(h.staging), 1ull << d.line_shift, 0, 1);
+	unsigned char *line = line_data(d, h.way);
+	const unsigned char *slot = reinterpret_cast<const unsigned char *>(h.staging);
+	if (!offload(d, line, slot, false, detail::globaltimer() + d.timeout_ns)) copy_part(line, slot, 1ull << d.line_shift, 0, 1);
 	finish_fill(d, h);
 }
 

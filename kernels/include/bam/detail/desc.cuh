@@ -66,6 +66,12 @@ struct array_desc {
 	// slot and copy it together. Write-backs go through the copy engine
 	// whenever direct_below is not 0.
 	u64 direct_below;
+	// Fill copier (bam/copier.cuh): a staging copy of a group of fewer
+	// lanes than copy_below, and every write-back staging copy, is posted
+	// to the copier ring (0: none) and done by a whole warp of the copier
+	// kernel instead of by the few lanes that own it.
+	u64 copier;
+	u64 copy_below;
 };
 
 namespace L = layout::engine;
@@ -115,6 +121,8 @@ BAM_CHECK_OFFSET(array_desc, elem_size, L::ArrayElemSizeOffset);
 BAM_CHECK_OFFSET(array_desc, stats, L::ArrayStatsOffset);
 BAM_CHECK_OFFSET(array_desc, policy, L::ArrayPolicyOffset);
 BAM_CHECK_OFFSET(array_desc, direct_below, L::ArrayDirectBelowOffset);
+BAM_CHECK_OFFSET(array_desc, copier, L::ArrayCopierOffset);
+BAM_CHECK_OFFSET(array_desc, copy_below, L::ArrayCopyBelowOffset);
 static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagrees with layout.go");
 #undef BAM_CHECK_OFFSET
 #endif

@@ -175,8 +175,46 @@ inline constexpr unsigned long long ArrayStatsOffset = 144ull;
 inline constexpr unsigned long long ArrayPolicyOffset = 152ull;
 /// Array descriptor: copy-engine route below this group size.
 inline constexpr unsigned long long ArrayDirectBelowOffset = 160ull;
+/// Array descriptor: fill copier ring, 0 for none.
+inline constexpr unsigned long long ArrayCopierOffset = 168ull;
+/// Array descriptor: copier for groups smaller than this.
+inline constexpr unsigned long long ArrayCopyBelowOffset = 176ull;
 /// Size of the array descriptor.
-inline constexpr unsigned long long ArrayDescBytes = 168ull;
+inline constexpr unsigned long long ArrayDescBytes = 184ull;
+/// Copier ring: u64 next ticket to take.
+inline constexpr unsigned long long CopierHeadOffset = 0ull;
+/// Copier ring: u64 next ticket to post.
+inline constexpr unsigned long long CopierTailOffset = 128ull;
+/// Copier ring: u32 stop epoch.
+inline constexpr unsigned long long CopierStopOffset = 256ull;
+/// Copier ring: u32 running copier warps.
+inline constexpr unsigned long long CopierAliveOffset = 384ull;
+/// Copier ring: u64 slots - 1.
+inline constexpr unsigned long long CopierMaskOffset = 448ull;
+/// Copier ring: first slot.
+inline constexpr unsigned long long CopierSlotsOffset = 512ull;
+/// Copier ring: bytes per slot.
+inline constexpr unsigned long long CopierSlotBytes = 32ull;
+/// Copier slot: u64 sequence.
+inline constexpr unsigned long long CopierSeqOffset = 0ull;
+/// Copier slot: u64 source.
+inline constexpr unsigned long long CopierSrcOffset = 8ull;
+/// Copier slot: u64 destination.
+inline constexpr unsigned long long CopierDstOffset = 16ull;
+/// Copier slot: u32 bytes | CopierToHost.
+inline constexpr unsigned long long CopierSizeOffset = 24ull;
+/// Copier slot: u32 claim.
+inline constexpr unsigned long long CopierClaimOffset = 28ull;
+/// Copier size flag: device memory to host memory.
+inline constexpr unsigned long long CopierToHost = 2147483648ull;
+/// Copier claim: posted.
+inline constexpr unsigned long long CopierClaimOpen = 0ull;
+/// Copier claim: being copied.
+inline constexpr unsigned long long CopierClaimTaken = 1ull;
+/// Copier claim: copied.
+inline constexpr unsigned long long CopierClaimDone = 2ull;
+/// Copier claim: withdrawn by its poster.
+inline constexpr unsigned long long CopierClaimDropped = 3ull;
 /// Queue descriptor: vq metadata region.
 inline constexpr unsigned long long QueueMetaOffset = 0ull;
 /// Queue descriptor: SQ ring.
@@ -243,6 +281,8 @@ inline constexpr unsigned long long StatCommands = 4ull;
 inline constexpr unsigned long long StatRetries = 5ull;
 /// Counter: line acquisitions (one per coalesced group).
 inline constexpr unsigned long long StatAcquires = 6ull;
+/// Counter: staging copies done by the fill copier.
+inline constexpr unsigned long long StatOffloads = 7ull;
 /// Victim policy: clock.
 inline constexpr unsigned long long PolicyClock = 0ull;
 /// Victim policy: round robin.

@@ -1,0 +1,116 @@
+package gpuengine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bam-go/bam/internal/cuda"
+)
+
+// DefaultCopyBelow is the group size under which a fill's staging copy
+// goes to the fill copier: a group of 16 lanes loads 256 bytes per
+// instruction, a copier warp 512.
+const DefaultCopyBelow = 16
+
+// copierIdle is how long a copier warp waits for a job before it decides
+// the kernel it serves is not running beside it (kernels serialised by a
+// tool, or a phase without misses) and exits. Posters then copy for
+// themselves.
+const copierIdle = 5 * time.Millisecond
+
+// fillCopier owns the fill copier (kernels/include/bam/copier.cuh): a ring
+// of copy jobs in device memory and the kernel whose warps serve it, which
+// the engine launches on a stream of its own beside every kernel it runs.
+// A lane that owns a staging copy it cannot share with its warp posts it to
+// the ring, and a copier warp copies it with 32 lanes.
+type fillCopier struct {
+	ring   *cuda.DeviceMem
+	slots  uint64
+	stream *cuda.Stream
+	fn     *cuda.Function
+	launch cuda.LaunchConfig
+	epoch  uint32
+}
+
+// newFillCopier builds the ring (slots jobs, a power of two) and the launch
+// of warps copier warps.
+func newFillCopier(ctx *cuda.Context, mod *cuda.Module, slots uint64, warps int) (*fillCopier, error) {
+	fn, err := mod.Function("bam_fill_copier")
+	if err != nil {
+		return nil, err
+	}
+	c := &fillCopier{slots: slots, fn: fn}
+	if c.ring, err = ctx.Alloc(CopierSlotsOffset + slots*CopierSlotBytes); err != nil {
+		return nil, fmt.Errorf("fill copier ring: %w", err)
+	}
+	if c.stream, err = ctx.NewStream(); err != nil {
+		c.close()
+		return nil, err
+	}
+	const block = 128
+	blocks := (warps*32 + block - 1) / block
+	c.launch = cuda.LaunchConfig{Grid: cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1}, Block: cuda.Dim3{X: block, Y: 1, Z: 1}, Stream: c.stream}
+	if err := c.reset(); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// reset empties the ring: head and tail 0, slot t free for ticket t. Only
+// while no copier kernel and no kernel that posts runs.
+func (c *fillCopier) reset() error {
+	b := make([]byte, CopierSlotsOffset+c.slots*CopierSlotBytes)
+	le := binary.LittleEndian
+	le.PutUint64(b[CopierMaskOffset:], c.slots-1)
+	le.PutUint32(b[CopierStopOffset:], c.epoch)
+	for t := uint64(0); t < c.slots; t++ {
+		le.PutUint64(b[CopierSlotsOffset+t*CopierSlotBytes+CopierSeqOffset:], t)
+	}
+	return c.ring.Write(0, b)
+}
+
+// ptr is the ring's address for descriptors.
+func (c *fillCopier) ptr() cuda.DevicePtr { return c.ring.Ptr() }
+
+// start launches the copier warps for the next kernel and returns the
+// epoch that stops them.
+func (c *fillCopier) start() (uint32, error) {
+	c.epoch++
+	if c.epoch == 0 {
+		c.epoch = 1
+	}
+	err := c.fn.Launch(c.launch, cuda.Ptr(c.ring.Ptr()), cuda.U64(uint64(c.epoch)), cuda.U64(uint64(copierIdle.Nanoseconds())))
+	if err != nil {
+		return 0, fmt.Errorf("gpuengine: launch fill copier: %w", err)
+	}
+	return c.epoch, nil
+}
+
+// stopAfter enqueues the stop of epoch's copier warps on s, behind the
+// kernel they serve: the warps exit as soon as that kernel has ended.
+func (c *fillCopier) stopAfter(s *cuda.Stream, epoch uint32) error {
+	return s.MemsetD32(c.ring.Ptr().Add(CopierStopOffset), epoch, 1)
+}
+
+// wait waits for the copier warps to exit (bounded by ctx).
+func (c *fillCopier) wait(ctx context.Context) error {
+	if err := c.stream.Wait(ctx); err != nil {
+		return fmt.Errorf("gpuengine: fill copier: %w", err)
+	}
+	return nil
+}
+
+func (c *fillCopier) close() error {
+	var errs []error
+	if c.stream != nil {
+		errs = append(errs, c.stream.Destroy())
+	}
+	if c.ring != nil {
+		errs = append(errs, c.ring.Free())
+	}
+	return errors.Join(errs...)
+}

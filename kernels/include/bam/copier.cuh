@@ -1,0 +1,238 @@
+// bam/copier.cuh: the fill copier. A staging copy (a line moving between a
+// staging slot in pinned host memory and the cache in device memory) is
+// fast only when many lanes do it together: one lane's 16-byte loads are
+// each a PCIe request of their own, so a lane alone moves a 4 KiB line in
+// hundreds of microseconds, and a GPU full of lone lanes is bound by the
+// request rate at about 2.5 GB/s. Lanes that own a copy but have no warp to
+// share it with (a fill for one lane, a write-back) post it to a ring in
+// device memory instead; the warps of a small copier kernel, running beside
+// the user's kernel, take jobs off the ring and copy each with all 32 lanes,
+// 512 bytes per load instruction.
+//
+// The ring is bounded and every wait is bounded. Posting never blocks: with
+// no copier running or the ring full, the poster copies the line itself
+// (declined). A job nobody takes within a short while is withdrawn by its
+// poster, who copies it itself; a copier warp that later takes the ticket
+// finds it withdrawn and frees the slot. So the copier only ever makes a
+// copy faster, never a condition for progress: the kernels are correct when
+// it never runs (compute-sanitizer serialises kernels, for one).
+//
+// Protocol (tickets, as in a bounded MPMC ring with per-slot sequences):
+//   - slot t&mask is free for ticket t when its seq == t. A poster takes
+//     ticket t by CAS of the tail, writes the job and claim=Open, then
+//     stores seq = t+1 (release).
+//   - a copier warp takes ticket h when seq == h+1, by CAS of the head, then
+//     claims the job: CAS claim Open -> Taken. It copies, fences (system
+//     scope when the destination is host memory) and stores claim = Done
+//     (release); the poster, seeing Done, frees the slot: seq = t + slots.
+//   - a poster withdraws an untaken job by CAS claim Open -> Dropped; the
+//     copier that takes the ticket then frees the slot itself.
+// Layout: layout::engine::Copier* (internal/gpuengine/layout.go).
+#ifndef BAM_COPIER_CUH
+#define BAM_COPIER_CUH
+
+#include "bam/common.cuh"
+#include "bam/detail/layout.h"
+#include "bam/detail/sync.cuh"
+
+namespace bam {
+namespace detail {
+
+// copy_from_host copies the share of lane `rank` of `lanes` lanes of a
+// staging slot (host memory written by the Target) into device memory:
+// 16-byte chunks rank, rank+lanes, ..., up to eight loads in flight per
+// lane, stores at L2 (the line's readers load with .cg).
+__device__ __forceinline__ void copy_from_host(unsigned char *to, const unsigned char *from, u64 bytes, u32 rank, u32 lanes) {
+	const uint4 *src = reinterpret_cast<const uint4 *>(from);
+	uint4 *dst = reinterpret_cast<uint4 *>(to);
+	const u64 n = bytes / 16;
+	for (u64 base = rank; base < n; base += 8ull * lanes) {
+		uint4 v[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) v[k] = ld_host16(src + c);
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) __stcg(dst + c, v[k]);
+		}
+	}
+}
+
+// copy_to_host is the other direction: a line (read at L2, since L1 is not
+// coherent with the multiprocessors that wrote it) into a staging slot,
+// with write-through stores.
+__device__ __forceinline__ void copy_to_host(unsigned char *to, const unsigned char *from, u64 bytes, u32 rank, u32 lanes) {
+	const uint4 *src = reinterpret_cast<const uint4 *>(from);
+	uint4 *dst = reinterpret_cast<uint4 *>(to);
+	const u64 n = bytes / 16;
+	for (u64 base = rank; base < n; base += 8ull * lanes) {
+		uint4 v[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) v[k] = __ldcg(src + c);
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) __stwt(dst + c, v[k]);
+		}
+	}
+}
+
+}  // namespace detail
+
+namespace copier {
+
+namespace CL = layout::engine;
+
+// Outcomes of run.
+constexpr u32 copied = 0;     // a copier warp copied it
+constexpr u32 declined = 1;   // not copied: the caller copies it itself
+constexpr u32 timed_out = 2;  // taken but not finished by the deadline: the caller copies it itself and reports a timeout
+
+// wait_for_taker bounds how long a posted job waits for a copier warp
+// before its poster withdraws it and copies it itself (nanoseconds).
+constexpr u64 wait_for_taker_ns = 2000000;
+
+__device__ __forceinline__ u64 *word64(u64 ring, u64 off) { return reinterpret_cast<u64 *>(ring + off); }
+__device__ __forceinline__ u32 *word32(u64 ring, u64 off) { return reinterpret_cast<u32 *>(ring + off); }
+
+// slot returns the address of ticket t's slot.
+__device__ __forceinline__ u64 slot(u64 ring, u64 mask, u64 t) {
+	return ring + CL::CopierSlotsOffset + (t & mask) * CL::CopierSlotBytes;
+}
+
+// running reports whether any copier warp is serving the ring.
+__device__ __forceinline__ bool running(u64 ring) {
+	return ring != 0 && detail::ld_relaxed_gpu(word32(ring, CL::CopierAliveOffset)) != 0;
+}
+
+// run has a copier warp copy bytes (a multiple of 16) from src to dst:
+// host to device memory, or device to host memory when to_host. It returns
+// copied once the data is at dst (visible to the caller, and to the host
+// when to_host), declined when the caller must copy it itself (no copier,
+// the ring full, or nobody took the job soon enough), or timed_out when a
+// copier took the job but did not finish it by deadline. The caller's
+// stores to src must be visible at gpu scope before the call.
+__device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src, u64 bytes, bool to_host, u64 deadline) {
+	if (!running(ring)) return declined;
+	const u64 mask = detail::ld_relaxed_gpu(word64(ring, CL::CopierMaskOffset));
+	u64 *tail = word64(ring, CL::CopierTailOffset);
+	u64 t = 0, s = 0;
+	bool got = false;
+	for (int i = 0; i < 8 && !got; i++) {
+		t = detail::ld_relaxed_gpu(tail);
+		s = slot(ring, mask, t);
+		const u64 seq = detail::ld_acquire_gpu(word64(s, CL::CopierSeqOffset));
+		if (seq == t) {
+			got = atomicCAS(reinterpret_cast<unsigned long long *>(tail), t, t + 1) == t;
+		} else if (static_cast<i64>(seq - t) < 0) {
+			return declined;  // full: the slot still holds a job of the previous round
+		}
+	}
+	if (!got) return declined;
+	detail::st_relaxed_gpu(word64(s, CL::CopierSrcOffset), reinterpret_cast<u64>(src));
+	detail::st_relaxed_gpu(word64(s, CL::CopierDstOffset), reinterpret_cast<u64>(dst));
+	detail::st_relaxed_gpu(word32(s, CL::CopierSizeOffset), static_cast<u32>(bytes) | (to_host ? static_cast<u32>(CL::CopierToHost) : 0u));
+	detail::st_relaxed_gpu(word32(s, CL::CopierClaimOffset), static_cast<u32>(CL::CopierClaimOpen));
+	detail::st_release_gpu(word64(s, CL::CopierSeqOffset), t + 1);
+
+	u32 *claim = word32(s, CL::CopierClaimOffset);
+	const u64 soon = detail::globaltimer() + wait_for_taker_ns;
+	const u64 give_up = soon < deadline ? soon : deadline;
+	u32 ns = 64;
+	for (u32 i = 0;; i++) {
+		const u32 c = detail::ld_acquire_gpu(claim);
+		if (c == CL::CopierClaimDone) {
+			detail::st_release_gpu(word64(s, CL::CopierSeqOffset), t + mask + 1);
+			return copied;
+		}
+		if ((i & 7) == 7) {
+			const u64 now = detail::globaltimer();
+			if (c == CL::CopierClaimOpen && (now > give_up || !running(ring))) {
+				if (atomicCAS(claim, static_cast<u32>(CL::CopierClaimOpen), static_cast<u32>(CL::CopierClaimDropped)) ==
+				    CL::CopierClaimOpen) {
+					return declined;  // the copier that takes the ticket frees the slot
+				}
+				continue;  // taken meanwhile
+			}
+			if (c == CL::CopierClaimTaken && now > deadline) return timed_out;  // the slot stays used until the ring is reset
+		}
+		__nanosleep(ns);
+		if (ns < 1024) ns <<= 1;
+	}
+}
+
+// serve is the body of a copier warp: all 32 lanes call it together. It
+// takes jobs until the ring's stop word holds epoch, or until no job came
+// for idle_ns (the kernel it serves has ended or never started beside it).
+__device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns) {
+	const u32 lane = threadIdx.x & 31;
+	const u64 mask = detail::ld_relaxed_gpu(word64(ring, CL::CopierMaskOffset));
+	u64 *head = word64(ring, CL::CopierHeadOffset);
+	if (lane == 0) atomicAdd(word32(ring, CL::CopierAliveOffset), 1u);
+	u64 last = detail::globaltimer();
+	u32 ns = 64;
+	for (;;) {
+		u64 h = ~0ull;
+		if (lane == 0) {
+			const u64 at = detail::ld_relaxed_gpu(head);
+			const u64 seq = detail::ld_acquire_gpu(word64(slot(ring, mask, at), CL::CopierSeqOffset));
+			if (seq == at + 1 && atomicCAS(reinterpret_cast<unsigned long long *>(head), at, at + 1) == at) h = at;
+		}
+		h = __shfl_sync(full_warp_mask, h, 0);
+		if (h == ~0ull) {
+			u32 quit = 0;
+			if (lane == 0) {
+				quit = detail::ld_relaxed_gpu(word32(ring, CL::CopierStopOffset)) == epoch ||
+				       detail::globaltimer() - last > idle_ns;
+			}
+			if (__shfl_sync(full_warp_mask, quit, 0)) break;
+			__nanosleep(ns);
+			if (ns < 1024) ns <<= 1;
+			continue;
+		}
+		ns = 64;
+		const u64 s = slot(ring, mask, h);
+		u32 c = 0;
+		u64 src = 0, dst = 0;
+		u32 size = 0;
+		if (lane == 0) {
+			c = atomicCAS(word32(s, CL::CopierClaimOffset), static_cast<u32>(CL::CopierClaimOpen), static_cast<u32>(CL::CopierClaimTaken));
+			if (c == CL::CopierClaimOpen) {
+				src = detail::ld_relaxed_gpu(word64(s, CL::CopierSrcOffset));
+				dst = detail::ld_relaxed_gpu(word64(s, CL::CopierDstOffset));
+				size = detail::ld_relaxed_gpu(word32(s, CL::CopierSizeOffset));
+			} else {
+				// Withdrawn by its poster (Dropped): free the slot.
+				detail::st_release_gpu(word64(s, CL::CopierSeqOffset), h + mask + 1);
+			}
+		}
+		c = __shfl_sync(full_warp_mask, c, 0);
+		if (c != CL::CopierClaimOpen) continue;
+		src = __shfl_sync(full_warp_mask, src, 0);
+		dst = __shfl_sync(full_warp_mask, dst, 0);
+		size = __shfl_sync(full_warp_mask, size, 0);
+		const u64 bytes = size & ~static_cast<u32>(CL::CopierToHost);
+		if (size & CL::CopierToHost) {
+			detail::copy_to_host(reinterpret_cast<unsigned char *>(dst), reinterpret_cast<const unsigned char *>(src), bytes, lane, 32);
+			__threadfence_system();
+		} else {
+			detail::copy_from_host(reinterpret_cast<unsigned char *>(dst), reinterpret_cast<const unsigned char *>(src), bytes, lane, 32);
+			__threadfence();
+		}
+		__syncwarp();
+		if (lane == 0) detail::st_release_gpu(word32(s, CL::CopierClaimOffset), static_cast<u32>(CL::CopierClaimDone));
+		last = detail::globaltimer();
+	}
+	if (lane == 0) atomicSub(word32(ring, CL::CopierAliveOffset), 1u);
+}
+
+}  // namespace copier
+}  // namespace bam
+
+#endif  // BAM_COPIER_CUH
