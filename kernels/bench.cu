@@ -372,10 +372,20 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			unsigned char *to = dst + ((k % dst_lines) << ls);
 			const u64 first = bam::pattern64(data_seed, wbase), last = bam::pattern64(data_seed, wbase + words - 1);
 			u32 r = bam::copier::declined;
-			if (mode & mode_copier) r = bam::copier::run(copier, to, slot, bytes, false, deadline);
+			// With the copier, each thread copies into a line of its own
+			// (tid mod dst_lines), checked after the copy when no other
+			// thread shares it; otherwise the staging slot is checked.
+			const bool own = static_cast<u64>(gridDim.x) * blockDim.x <= dst_lines;
+			if (mode & mode_copier) {
+				to = dst + ((tid % dst_lines) << ls);
+				r = bam::copier::run(copier, to, slot, bytes, false, deadline);
+			}
 			if (r == bam::copier::copied) {
-				const unsigned long long *w = reinterpret_cast<const unsigned long long *>(to);
-				if (__ldcg(w) != first || __ldcg(w + words - 1) != last) bad++;
+				const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? to : slot);
+				if (own ? (__ldcg(w) != first || __ldcg(w + words - 1) != last)
+				        : (__ldcv(w) != first || __ldcv(w + words - 1) != last)) {
+					bad++;
+				}
 			} else {
 				if (r == bam::copier::timed_out) {
 					failed++;
