@@ -108,7 +108,9 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_cache_dirty_count(const bam::array_desc *de
 
 // bam_fill_copier runs the warps of the fill copier (bam/copier.cuh) beside
 // a kernel that uses arrays: every warp serves the ring until its stop word
-// holds epoch or no job came for idle_ns. Launch with whole warps.
-BAM_KERNEL void bam_fill_copier(u64 ring, u64 epoch, u64 idle_ns) {
-	bam::copier::serve(ring, static_cast<u32>(epoch), idle_ns);
+// holds epoch or no job came for idle_ns; the last warp to start stores
+// epoch into started (device-mapped host memory). Launch with whole warps.
+BAM_KERNEL void bam_fill_copier(u64 ring, u64 epoch, u64 idle_ns, u32 *started) {
+	const u32 warps = (gridDim.x * blockDim.x) / 32;
+	bam::copier::serve(ring, static_cast<u32>(epoch), idle_ns, started, warps);
 }

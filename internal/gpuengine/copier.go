@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/bam-go/bam/internal/cuda"
@@ -21,18 +23,25 @@ const DefaultCopyBelow = 16
 // themselves.
 const copierIdle = 5 * time.Millisecond
 
+// copierStartWait bounds how long a launch waits for the copier's warps to
+// run before it launches the kernel anyway (the GPU busy with another
+// program's work, say); posters then copy for themselves until they run.
+const copierStartWait = 10 * time.Millisecond
+
 // fillCopier owns the fill copier (kernels/include/bam/copier.cuh): a ring
 // of copy jobs in device memory and the kernel whose warps serve it, which
 // the engine launches on a stream of its own beside every kernel it runs.
 // A lane that owns a staging copy it cannot share with its warp posts it to
 // the ring, and a copier warp copies it with 32 lanes.
 type fillCopier struct {
-	ring   *cuda.DeviceMem
-	slots  uint64
-	stream *cuda.Stream
-	fn     *cuda.Function
-	launch cuda.LaunchConfig
-	epoch  uint32
+	ring       *cuda.DeviceMem
+	started    *cuda.HostMem // u32 the copier's last warp to start sets to its epoch
+	startedDev cuda.DevicePtr
+	slots      uint64
+	stream     *cuda.Stream
+	fn         *cuda.Function
+	launch     cuda.LaunchConfig
+	epoch      uint32
 }
 
 // newFillCopier builds the ring (slots jobs, a power of two) and the launch
@@ -47,6 +56,14 @@ func newFillCopier(ctx *cuda.Context, mod *cuda.Module, slots uint64, warps int)
 		return nil, fmt.Errorf("fill copier ring: %w", err)
 	}
 	if c.stream, err = ctx.NewStream(); err != nil {
+		c.close()
+		return nil, err
+	}
+	if c.started, err = ctx.AllocPinned(64); err != nil {
+		c.close()
+		return nil, err
+	}
+	if c.startedDev, err = c.started.DevicePtr(); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -76,16 +93,22 @@ func (c *fillCopier) reset() error {
 // ptr is the ring's address for descriptors.
 func (c *fillCopier) ptr() cuda.DevicePtr { return c.ring.Ptr() }
 
-// start launches the copier warps for the next kernel and returns the
-// epoch that stops them.
+// start launches the copier warps for the next kernel and waits (a
+// bounded while) until all of them run, so that the kernel launched next
+// cannot fill the GPU before them. It returns the epoch that stops them.
 func (c *fillCopier) start() (uint32, error) {
 	c.epoch++
 	if c.epoch == 0 {
 		c.epoch = 1
 	}
-	err := c.fn.Launch(c.launch, cuda.Ptr(c.ring.Ptr()), cuda.U64(uint64(c.epoch)), cuda.U64(uint64(copierIdle.Nanoseconds())))
+	err := c.fn.Launch(c.launch, cuda.Ptr(c.ring.Ptr()), cuda.U64(uint64(c.epoch)), cuda.U64(uint64(copierIdle.Nanoseconds())), cuda.Ptr(c.startedDev))
 	if err != nil {
 		return 0, fmt.Errorf("gpuengine: launch fill copier: %w", err)
+	}
+	word := (*uint32)(c.started.Ptr())
+	deadline := time.Now().Add(copierStartWait)
+	for atomic.LoadUint32(word) != c.epoch && time.Now().Before(deadline) {
+		runtime.Gosched()
 	}
 	return c.epoch, nil
 }
@@ -111,6 +134,9 @@ func (c *fillCopier) close() error {
 	}
 	if c.ring != nil {
 		errs = append(errs, c.ring.Free())
+	}
+	if c.started != nil {
+		errs = append(errs, c.started.Free())
 	}
 	return errors.Join(errs...)
 }

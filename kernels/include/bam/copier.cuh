@@ -170,11 +170,21 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 // serve is the body of a copier warp: all 32 lanes call it together. It
 // takes jobs until the ring's stop word holds epoch, or until no job came
 // for idle_ns (the kernel it serves has ended or never started beside it).
-__device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns) {
+// The last of the launch's warps (warps in all) to start stores epoch into
+// started, a word of host memory: the host launches the kernel the copier
+// serves after that, so that kernel's blocks cannot take every
+// multiprocessor first and keep the copier from ever running beside it.
+__device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns, u32 *started, u32 warps) {
 	const u32 lane = threadIdx.x & 31;
 	const u64 mask = detail::ld_relaxed_gpu(word64(ring, CL::CopierMaskOffset));
 	u64 *head = word64(ring, CL::CopierHeadOffset);
-	if (lane == 0) atomicAdd(word32(ring, CL::CopierAliveOffset), 1u);
+	if (lane == 0) {
+		// Counts warps of an earlier launch still draining too: then the
+		// host hears early, which only costs overlap.
+		if (atomicAdd(word32(ring, CL::CopierAliveOffset), 1u) + 1 >= warps && started != nullptr) {
+			detail::st_release_sys(started, epoch);
+		}
+	}
 	u64 last = detail::globaltimer();
 	u32 ns = 64;
 	for (;;) {
