@@ -29,6 +29,7 @@ constexpr int ctr_completed = 0;
 constexpr int ctr_failed = 1;
 constexpr int ctr_mismatched = 2;
 constexpr int ctr_start = 3;  // %globaltimer of the first thread to start (time box origin)
+constexpr int ctr_offloaded = 5;  // copies done by the fill copier (mode_copier)
 constexpr int ctr_first_failure = 4;  // first failure: 1<<32 | NVMe status, 2<<32 reserve timeout, 3<<32 wait timeout, 4<<32 copier timeout
 
 __device__ __forceinline__ void note_failure(u64 *counters, u64 what) {
@@ -277,7 +278,7 @@ __device__ __forceinline__ void add_sum(u64 *out, u64 s) {
 // in its 64-bit word w) through its warp's queue pair, stopping early once
 // budget_ns have passed since the first thread started. Counters:
 // [0] completed, [1] failed (status or timeout), [2] mismatched words,
-// [3] start time. mode_copy copies each line into dst (dst_lines lines,
+// [3] start time, [5] copies done by the fill copier. mode_copy copies each line into dst (dst_lines lines,
 // rotating) and checks its first and last word; mode_verify compares every
 // word; otherwise the first word of the staging slot is checked.
 // mode_direct names thread tid's line of dst (tid mod dst_lines) in the PRPs
@@ -302,7 +303,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 	const u64 bytes = 1ull << ls;
 	const u64 words = bytes / 8;
 	const u32 blocks = 1u << lba_shift;
-	u64 done = 0, failed = 0, bad = 0;
+	u64 done = 0, failed = 0, bad = 0, offloaded = 0;
 	for (u64 it = 0; it < iters; it++) {
 		if (D::globaltimer() > stop) break;
 		const u64 k = tid * iters + it;
@@ -381,6 +382,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 				r = bam::copier::run(copier, to, slot, bytes, false, deadline);
 			}
 			if (r == bam::copier::copied) {
+				offloaded++;
 				const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? to : slot);
 				if (own ? (__ldcg(w) != first || __ldcg(w + words - 1) != last)
 				        : (__ldcv(w) != first || __ldcv(w + words - 1) != last)) {
@@ -410,6 +412,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
 	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
 	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+	if (offloaded) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_offloaded), offloaded);
 }
 
 // bam_bench_roundtrip: one thread writes i into ping (pinned host memory)

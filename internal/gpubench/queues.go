@@ -126,15 +126,16 @@ func (p *QueuesParams) fill() error {
 // qrig is an engine whose queues the queue kernels drive directly.
 type qrig struct {
 	*rig
-	p        *QueuesParams
-	ns       *nvme.MemoryNamespace
-	lineSize int
-	queues   int
-	counters *cuda.DeviceMem
-	dst      *cuda.DeviceMem // copy destination (mode copy), larger than L2
-	dstLines uint64
-	dstDrop  func() error // unregisters dst from the Target's DMA space
-	seed     uint64       // rotated per run
+	p         *QueuesParams
+	ns        *nvme.MemoryNamespace
+	lineSize  int
+	queues    int
+	counters  *cuda.DeviceMem
+	dst       *cuda.DeviceMem // copy destination (mode copy), larger than L2
+	dstLines  uint64
+	dstDrop   func() error // unregisters dst from the Target's DMA space
+	seed      uint64       // rotated per run
+	offloaded float64      // see iops
 }
 
 func newQRig(p *QueuesParams, ns *nvme.MemoryNamespace, lineSize, queues int) (*qrig, error) {
@@ -181,6 +182,7 @@ func (q *qrig) close() error {
 type qrun struct {
 	elapsed                     time.Duration
 	completed, failed, mismatch uint64
+	offloaded                   uint64 // copies done by the fill copier
 }
 
 // launch runs bam_bench_queue_read with threads threads of iters commands;
@@ -210,11 +212,11 @@ func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, bud
 	if err != nil {
 		return qrun{}, err
 	}
-	c, err := readU64s(q.counters, 5)
+	c, err := readU64s(q.counters, 6)
 	if err != nil {
 		return qrun{}, err
 	}
-	r := qrun{elapsed: d, completed: c[0], failed: c[1], mismatch: c[2]}
+	r := qrun{elapsed: d, completed: c[0], failed: c[1], mismatch: c[2], offloaded: c[5]}
 	if r.failed != 0 || r.mismatch != 0 {
 		return r, fmt.Errorf("%w: %d-byte reads, %d threads, mode %d: %d commands failed (first: %s), %d checks mismatched (of %d completed)",
 			ErrVerify, q.lineSize, nthreads, mode, r.failed, describeFailure(c[4]), r.mismatch, r.completed)
@@ -259,7 +261,8 @@ func (q *qrig) verify(ctx context.Context) error {
 }
 
 // iops measures the median IOPS of nthreads threads in mode (the queues
-// are reset around locked runs).
+// are reset around locked runs). q.offloaded receives the fraction of the
+// last run's copies that the fill copier did.
 func (q *qrig) iops(ctx context.Context, nthreads int, mode uint64) (float64, []float64, error) {
 	iters := max(1, (q.p.Commands+nthreads-1)/nthreads)
 	if mode&modeLocked != 0 {
@@ -277,6 +280,7 @@ func (q *qrig) iops(ctx context.Context, nthreads int, mode uint64) (float64, []
 		if timed {
 			v = append(v, float64(r.completed)/r.elapsed.Seconds())
 		}
+		q.offloaded = float64(r.offloaded) / float64(r.completed)
 		return r.elapsed, nil
 	})
 	if err != nil {
@@ -404,6 +408,8 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	}
 	q2samples := map[string][]float64{}
 	q2.Params["samples_GBps"] = q2samples
+	q2offloaded := map[string]float64{}
+	q2.Params["copies_by_fill_copier"] = q2offloaded
 	pathCeil := ceil.path(4096)
 	ceilName := fmt.Sprintf("path ceiling: min(pinned H2D copy, host 4 KiB copy into pinned memory x%d threads), same run", workers)
 	best, bestRoute := 0.0, ""
@@ -429,11 +435,12 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 				s[i] = x * 4096 / 1e9
 			}
 			q2samples[name] = s
+			q2offloaded[name] = main.offloaded
 			q2.Add(name, gbps, "GB/s", ceilName, pathCeil/1e9, false, "")
 			if gbps > best {
 				best, bestRoute = gbps, route.name
 			}
-			p.logf("Q2 4k reads into device memory, %s route, %8d threads: %.2f GB/s (ceiling %.2f GB/s)", route.name, t, gbps, pathCeil/1e9)
+			p.logf("Q2 4k reads into device memory, %s route, %8d threads: %.2f GB/s (ceiling %.2f GB/s; %.0f%% of copies by the fill copier)", route.name, t, gbps, pathCeil/1e9, 100*main.offloaded)
 		}
 	}
 	q2.Params["best_route"] = bestRoute

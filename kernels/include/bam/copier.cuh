@@ -11,8 +11,8 @@
 //
 // The ring is bounded and every wait is bounded. Posting never blocks: with
 // no copier running or the ring full, the poster copies the line itself
-// (declined). A job nobody takes within a short while is withdrawn by its
-// poster, who copies it itself; a copier warp that later takes the ticket
+// (declined). A job nobody takes before the copier's warps exit is
+// withdrawn by its poster, who copies it itself; a copier warp that later takes the ticket
 // finds it withdrawn and frees the slot. So the copier only ever makes a
 // copy faster, never a condition for progress: the kernels are correct when
 // it never runs (compute-sanitizer serialises kernels, for one).
@@ -94,10 +94,6 @@ constexpr u32 copied = 0;     // a copier warp copied it
 constexpr u32 declined = 1;   // not copied: the caller copies it itself
 constexpr u32 timed_out = 2;  // taken but not finished by the deadline: the caller copies it itself and reports a timeout
 
-// wait_for_taker bounds how long a posted job waits for a copier warp
-// before its poster withdraws it and copies it itself (nanoseconds).
-constexpr u64 wait_for_taker_ns = 2000000;
-
 __device__ __forceinline__ u64 *word64(u64 ring, u64 off) { return reinterpret_cast<u64 *>(ring + off); }
 __device__ __forceinline__ u32 *word32(u64 ring, u64 off) { return reinterpret_cast<u32 *>(ring + off); }
 
@@ -115,7 +111,7 @@ __device__ __forceinline__ bool running(u64 ring) {
 // host to device memory, or device to host memory when to_host. It returns
 // copied once the data is at dst (visible to the caller, and to the host
 // when to_host), declined when the caller must copy it itself (no copier,
-// the ring full, or nobody took the job soon enough), or timed_out when a
+// the ring full, or no copier left to take the job), or timed_out when a
 // copier took the job but did not finish it by deadline. The caller's
 // stores to src must be visible at gpu scope before the call.
 __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src, u64 bytes, bool to_host, u64 deadline) {
@@ -141,9 +137,11 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 	detail::st_relaxed_gpu(word32(s, CL::CopierClaimOffset), static_cast<u32>(CL::CopierClaimOpen));
 	detail::st_release_gpu(word64(s, CL::CopierSeqOffset), t + 1);
 
+	// An untaken job is withdrawn only when no copier runs any more (or at
+	// the deadline): withdrawing it because the ring is busy would put
+	// lanes back to copying alone, whose 16-byte requests slow every
+	// copier's PCIe reads down, which withdraws more jobs.
 	u32 *claim = word32(s, CL::CopierClaimOffset);
-	const u64 soon = detail::globaltimer() + wait_for_taker_ns;
-	const u64 give_up = soon < deadline ? soon : deadline;
 	u32 ns = 64;
 	for (u32 i = 0;; i++) {
 		const u32 c = detail::ld_acquire_gpu(claim);
@@ -153,7 +151,7 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 		}
 		if ((i & 7) == 7) {
 			const u64 now = detail::globaltimer();
-			if (c == CL::CopierClaimOpen && (now > give_up || !running(ring))) {
+			if (c == CL::CopierClaimOpen && (now > deadline || !running(ring))) {
 				if (atomicCAS(claim, static_cast<u32>(CL::CopierClaimOpen), static_cast<u32>(CL::CopierClaimDropped)) ==
 				    CL::CopierClaimOpen) {
 					return declined;  // the copier that takes the ticket frees the slot
