@@ -46,6 +46,7 @@ type gpuFlags struct {
 	warmup  *int
 	timeout *time.Duration
 	quiet   *bool
+	copiers *int
 }
 
 func addGPUFlags(fs *flag.FlagSet) gpuFlags {
@@ -57,11 +58,12 @@ func addGPUFlags(fs *flag.FlagSet) gpuFlags {
 		warmup:  fs.Int("warmup", 1, "untimed runs before the timed ones"),
 		timeout: fs.Duration("timeout", 5*time.Second, "bound of every device wait"),
 		quiet:   fs.Bool("quiet", false, "no progress lines on stderr"),
+		copiers: fs.Int("copier-warps", 0, "warps of the fill copier (0: the engine's default; negative: none)"),
 	}
 }
 
 func (g gpuFlags) config(e *env) gpubench.Config {
-	c := gpubench.Config{Device: *g.device, Runs: *g.runs, Warmup: *g.warmup, Timeout: *g.timeout}
+	c := gpubench.Config{Device: *g.device, Runs: *g.runs, Warmup: *g.warmup, Timeout: *g.timeout, CopierWarps: *g.copiers}
 	if *g.warmup == 0 {
 		c.Warmup = -1
 	}

@@ -250,7 +250,7 @@ func (p *CacheParams) engineConfig(line int) gpuengine.Config {
 	}
 	return gpuengine.Config{
 		Device: p.Device, LineSize: line, CacheBytes: p.CacheBytes, Ways: 8, QueuePairs: p.Queues,
-		QueueDepth: depth, Timeout: p.Timeout, TargetWorkers: p.Workers,
+		QueueDepth: depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
 	}
 }
 

@@ -60,6 +60,9 @@ type Config struct {
 	Warmup  int           // untimed runs first; default 1 (negative: none)
 	Timeout time.Duration // bound of every device wait; default 5s
 	Log     io.Writer     // progress lines, one per point; nil: none
+	// CopierWarps is the engines' gpuengine.Config.FillCopierWarps (0: the
+	// engine's default; negative: no fill copier).
+	CopierWarps int
 }
 
 func (c *Config) fill() {

@@ -141,7 +141,7 @@ type qrig struct {
 func newQRig(p *QueuesParams, ns *nvme.MemoryNamespace, lineSize, queues int) (*qrig, error) {
 	r, err := newRig(gpuengine.Config{
 		Device: p.Device, LineSize: lineSize, CacheBytes: uint64(lineSize) * 64, Ways: 8,
-		QueuePairs: queues, QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers,
+		QueuePairs: queues, QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
 	}, []nvme.Namespace{ns})
 	if err != nil {
 		return nil, err
@@ -444,6 +444,11 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 		}
 	}
 	q2.Params["best_route"] = bestRoute
+	if st, err := main.e.Stats(); err == nil {
+		q2.Params["copier_declined_ring_full"] = st.CopierFull
+		q2.Params["copier_declined_tail_contended"] = st.CopierBusy
+		p.logf("Q2 fill copier declined %d posts (ring full) and %d (tail contended)", st.CopierFull, st.CopierBusy)
+	}
 	if best > 0 {
 		q2.Add("read_GBps_4k_best", best, "GB/s", ceilName, pathCeil/1e9, false, ">= 0.9")
 	}

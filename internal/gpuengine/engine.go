@@ -608,8 +608,11 @@ type Stats struct {
 	Retries    uint64 // acquires restarted after a tag changed under them
 	Acquires   uint64 // line acquisitions, one per coalesced group
 	Offloads   uint64 // staging copies (fills and write-backs) done by the fill copier
-	LineSize   int
-	Target     nvme.TargetStats
+	// Copies the fill copier declined (the posting lanes copied them
+	// themselves): its ring was full, or other posters kept winning it.
+	CopierFull, CopierBusy uint64
+	LineSize               int
+	Target                 nvme.TargetStats
 }
 
 // Stats reads the device counters.
@@ -624,7 +627,15 @@ func (e *Engine) Stats() (Stats, error) {
 			sum[c] += binary.LittleEndian.Uint64(b[(s*StatsCounters+c)*8:])
 		}
 	}
+	var full, busy uint64
+	if e.fillCopier != nil {
+		var err error
+		if full, busy, err = e.fillCopier.declines(); err != nil {
+			return Stats{}, err
+		}
+	}
 	return Stats{
+		CopierFull: full, CopierBusy: busy,
 		Misses: sum[StatMisses], Fills: sum[StatFills], WriteBacks: sum[StatWriteBacks],
 		Commands: sum[StatCommands], Retries: sum[StatRetries], Acquires: sum[StatAcquires], Offloads: sum[StatOffloads], LineSize: e.cfg.LineSize,
 		Target: e.target.Stats(),

@@ -40,6 +40,8 @@ const (
 	CopierHeadOffset   = 0   // u64: next ticket a copier warp takes
 	CopierTailOffset   = 128 // u64: next ticket a poster takes
 	CopierStopOffset   = 256 // u32: copier kernels of this epoch stop when it holds their epoch
+	CopierFullOffset   = 264 // u64: posts declined because the ring was full
+	CopierBusyOffset   = 272 // u64: posts declined because other posters kept winning the tail
 	CopierAliveOffset  = 384 // u32: copier warps running now
 	CopierMaskOffset   = 448 // u64: slots - 1 (slots a power of two)
 	CopierSlotsOffset  = 512 // first slot
@@ -138,6 +140,8 @@ func Layout() layout.Group {
 			c("CopierHeadOffset", CopierHeadOffset, "Copier ring: u64 next ticket to take."),
 			c("CopierTailOffset", CopierTailOffset, "Copier ring: u64 next ticket to post."),
 			c("CopierStopOffset", CopierStopOffset, "Copier ring: u32 stop epoch."),
+			c("CopierFullOffset", CopierFullOffset, "Copier ring: u64 posts declined, ring full."),
+			c("CopierBusyOffset", CopierBusyOffset, "Copier ring: u64 posts declined, tail contended."),
 			c("CopierAliveOffset", CopierAliveOffset, "Copier ring: u32 running copier warps."),
 			c("CopierMaskOffset", CopierMaskOffset, "Copier ring: u64 slots - 1."),
 			c("CopierSlotsOffset", CopierSlotsOffset, "Copier ring: first slot."),

@@ -119,18 +119,31 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 	const u64 mask = detail::ld_relaxed_gpu(word64(ring, CL::CopierMaskOffset));
 	u64 *tail = word64(ring, CL::CopierTailOffset);
 	u64 t = 0, s = 0;
+	// Lock-free: a failed CAS means another poster took the ticket, so
+	// retrying is progress; completions wake waiters in bursts, which all
+	// post at once.
 	bool got = false;
-	for (int i = 0; i < 8 && !got; i++) {
+	u32 ns = 32;
+	for (int i = 0; i < 64 && !got; i++) {
 		t = detail::ld_relaxed_gpu(tail);
 		s = slot(ring, mask, t);
 		const u64 seq = detail::ld_acquire_gpu(word64(s, CL::CopierSeqOffset));
 		if (seq == t) {
 			got = atomicCAS(reinterpret_cast<unsigned long long *>(tail), t, t + 1) == t;
 		} else if (static_cast<i64>(seq - t) < 0) {
-			return declined;  // full: the slot still holds a job of the previous round
+			// Full: the slot still holds a job of the previous round.
+			atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierFullOffset)), 1ull);
+			return declined;
+		}
+		if (!got) {
+			__nanosleep(ns);
+			if (ns < 512) ns <<= 1;
 		}
 	}
-	if (!got) return declined;
+	if (!got) {
+		atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierBusyOffset)), 1ull);
+		return declined;
+	}
 	detail::st_relaxed_gpu(word64(s, CL::CopierSrcOffset), reinterpret_cast<u64>(src));
 	detail::st_relaxed_gpu(word64(s, CL::CopierDstOffset), reinterpret_cast<u64>(dst));
 	detail::st_relaxed_gpu(word32(s, CL::CopierSizeOffset), static_cast<u32>(bytes) | (to_host ? static_cast<u32>(CL::CopierToHost) : 0u));
@@ -142,7 +155,7 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 	// lanes back to copying alone, whose 16-byte requests slow every
 	// copier's PCIe reads down, which withdraws more jobs.
 	u32 *claim = word32(s, CL::CopierClaimOffset);
-	u32 ns = 64;
+	ns = 64;
 	for (u32 i = 0;; i++) {
 		const u32 c = detail::ld_acquire_gpu(claim);
 		if (c == CL::CopierClaimDone) {
