@@ -445,9 +445,9 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	}
 	q2.Params["best_route"] = bestRoute
 	if st, err := main.e.Stats(); err == nil {
-		q2.Params["copier_declined_ring_full"] = st.CopierFull
-		q2.Params["copier_declined_tail_contended"] = st.CopierBusy
-		p.logf("Q2 fill copier declined %d posts (ring full) and %d (tail contended)", st.CopierFull, st.CopierBusy)
+		q2.Params["copier_posts_waited_for_slot"] = st.CopierWaited
+		q2.Params["copier_posts_withdrawn"] = st.CopierDropped
+		p.logf("Q2 fill copier: %d posts waited for their slot, %d withdrawn untaken", st.CopierWaited, st.CopierDropped)
 	}
 	if best > 0 {
 		q2.Add("read_GBps_4k_best", best, "GB/s", ceilName, pathCeil/1e9, false, ">= 0.9")

@@ -90,11 +90,11 @@ func (c *fillCopier) reset() error {
 	return c.ring.Write(0, b)
 }
 
-// declines reads how many posts the copier declined since the ring was
-// reset, because the ring was full and because the tail stayed contended.
-func (c *fillCopier) declines() (full, busy uint64, err error) {
+// counts reads, since the ring was reset, how many posts waited for their
+// slot and how many were withdrawn untaken.
+func (c *fillCopier) counts() (waited, dropped uint64, err error) {
 	var b [16]byte
-	if err := c.ring.Read(CopierFullOffset, b[:]); err != nil {
+	if err := c.ring.Read(CopierWaitedOffset, b[:]); err != nil {
 		return 0, 0, err
 	}
 	return binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:]), nil

@@ -198,10 +198,11 @@ func (e *Engine) init() error {
 		if warps == 0 {
 			warps = 64
 		}
-		// Enough slots for every queue entry's copy and the write-backs
-		// beside them; a full ring only makes posters copy for themselves.
+		// Four slots per queue entry: a copy is posted by the owner of a
+		// queue entry, so at most one per entry is outstanding, and posts
+		// withdrawn when a copier stopped wait in the ring for the next.
 		slots := uint64(1024)
-		for slots < uint64(2*e.cfg.QueuePairs*e.cfg.QueueDepth) {
+		for slots < uint64(4*e.cfg.QueuePairs*e.cfg.QueueDepth) {
 			slots <<= 1
 		}
 		if e.fillCopier, err = newFillCopier(e.ctx, e.mod, slots, warps); err != nil {
@@ -608,9 +609,10 @@ type Stats struct {
 	Retries    uint64 // acquires restarted after a tag changed under them
 	Acquires   uint64 // line acquisitions, one per coalesced group
 	Offloads   uint64 // staging copies (fills and write-backs) done by the fill copier
-	// Copies the fill copier declined (the posting lanes copied them
-	// themselves): its ring was full, or other posters kept winning it.
-	CopierFull, CopierBusy uint64
+	// Posts to the fill copier that found their ring slot still taken and
+	// waited, and posts withdrawn untaken (the copier stopped; the posting
+	// lanes copied them themselves).
+	CopierWaited, CopierDropped uint64
 	LineSize               int
 	Target                 nvme.TargetStats
 }
@@ -627,15 +629,15 @@ func (e *Engine) Stats() (Stats, error) {
 			sum[c] += binary.LittleEndian.Uint64(b[(s*StatsCounters+c)*8:])
 		}
 	}
-	var full, busy uint64
+	var waited, dropped uint64
 	if e.fillCopier != nil {
 		var err error
-		if full, busy, err = e.fillCopier.declines(); err != nil {
+		if waited, dropped, err = e.fillCopier.counts(); err != nil {
 			return Stats{}, err
 		}
 	}
 	return Stats{
-		CopierFull: full, CopierBusy: busy,
+		CopierWaited: waited, CopierDropped: dropped,
 		Misses: sum[StatMisses], Fills: sum[StatFills], WriteBacks: sum[StatWriteBacks],
 		Commands: sum[StatCommands], Retries: sum[StatRetries], Acquires: sum[StatAcquires], Offloads: sum[StatOffloads], LineSize: e.cfg.LineSize,
 		Target: e.target.Stats(),

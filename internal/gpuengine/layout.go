@@ -37,25 +37,25 @@ const (
 	// multi-consumer ring of copy jobs. Threads that own a staging copy post
 	// it; warps of the copier kernel take jobs and copy each with all 32
 	// lanes. Header words sit on 128-byte lines of their own.
-	CopierHeadOffset   = 0   // u64: next ticket a copier warp takes
-	CopierTailOffset   = 128 // u64: next ticket a poster takes
-	CopierStopOffset   = 256 // u32: copier kernels of this epoch stop when it holds their epoch
-	CopierFullOffset   = 264 // u64: posts declined because the ring was full
-	CopierBusyOffset   = 272 // u64: posts declined because other posters kept winning the tail
-	CopierAliveOffset  = 384 // u32: copier warps running now
-	CopierMaskOffset   = 448 // u64: slots - 1 (slots a power of two)
-	CopierSlotsOffset  = 512 // first slot
-	CopierSlotBytes    = 32  // one job
-	CopierSeqOffset    = 0   // slot u64: ticket t when free for ticket t, t+1 once job t is posted
-	CopierSrcOffset    = 8   // slot u64: source address (device-mapped host memory or device memory)
-	CopierDstOffset    = 16  // slot u64: destination address
-	CopierSizeOffset   = 24  // slot u32: bytes (a multiple of 16) | CopierToHost
-	CopierClaimOffset  = 28  // slot u32: one of the Claim* values
-	CopierToHost       = 1 << 31
-	CopierClaimOpen    = 0 // posted, not taken
-	CopierClaimTaken   = 1 // a copier warp is copying
-	CopierClaimDone    = 2 // copied; the poster frees the slot
-	CopierClaimDropped = 3 // the poster copied it itself; the copier that takes the ticket frees the slot
+	CopierHeadOffset    = 0   // u64: next ticket a copier warp takes
+	CopierTailOffset    = 128 // u64: next ticket a poster takes
+	CopierStopOffset    = 256 // u32: copier kernels of this epoch stop when it holds their epoch
+	CopierWaitedOffset  = 264 // u64: posts that found their slot still taken and waited
+	CopierDroppedOffset = 272 // u64: posts withdrawn because the copier stopped before taking them
+	CopierAliveOffset   = 384 // u32: copier warps running now
+	CopierMaskOffset    = 448 // u64: slots - 1 (slots a power of two)
+	CopierSlotsOffset   = 512 // first slot
+	CopierSlotBytes     = 32  // one job
+	CopierSeqOffset     = 0   // slot u64: ticket t when free for ticket t, t+1 once job t is posted
+	CopierSrcOffset     = 8   // slot u64: source address (device-mapped host memory or device memory)
+	CopierDstOffset     = 16  // slot u64: destination address
+	CopierSizeOffset    = 24  // slot u32: bytes (a multiple of 16) | CopierToHost
+	CopierClaimOffset   = 28  // slot u32: one of the Claim* values
+	CopierToHost        = 1 << 31
+	CopierClaimOpen     = 0 // posted, not taken
+	CopierClaimTaken    = 1 // a copier warp is copying
+	CopierClaimDone     = 2 // copied; the poster frees the slot
+	CopierClaimDropped  = 3 // the poster copied it itself; the copier that takes the ticket frees the slot
 
 	// Queue descriptor: one NVMe queue pair as device code sees it.
 	QueueMetaOffset       = 0  // device pointer: vq metadata region
@@ -140,8 +140,8 @@ func Layout() layout.Group {
 			c("CopierHeadOffset", CopierHeadOffset, "Copier ring: u64 next ticket to take."),
 			c("CopierTailOffset", CopierTailOffset, "Copier ring: u64 next ticket to post."),
 			c("CopierStopOffset", CopierStopOffset, "Copier ring: u32 stop epoch."),
-			c("CopierFullOffset", CopierFullOffset, "Copier ring: u64 posts declined, ring full."),
-			c("CopierBusyOffset", CopierBusyOffset, "Copier ring: u64 posts declined, tail contended."),
+			c("CopierWaitedOffset", CopierWaitedOffset, "Copier ring: u64 posts that waited for their slot."),
+			c("CopierDroppedOffset", CopierDroppedOffset, "Copier ring: u64 posts withdrawn untaken."),
 			c("CopierAliveOffset", CopierAliveOffset, "Copier ring: u32 running copier warps."),
 			c("CopierMaskOffset", CopierMaskOffset, "Copier ring: u64 slots - 1."),
 			c("CopierSlotsOffset", CopierSlotsOffset, "Copier ring: first slot."),

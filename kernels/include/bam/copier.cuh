@@ -19,8 +19,8 @@
 //
 // Protocol (tickets, as in a bounded MPMC ring with per-slot sequences):
 //   - slot t&mask is free for ticket t when its seq == t. A poster takes
-//     ticket t by CAS of the tail, writes the job and claim=Open, then
-//     stores seq = t+1 (release).
+//     ticket t by fetch-and-add of the tail, waits until the slot is free,
+//     writes the job and claim=Open, then stores seq = t+1 (release).
 //   - a copier warp takes ticket h when seq == h+1, by CAS of the head, then
 //     claims the job: CAS claim Open -> Taken. It copies, fences (system
 //     scope when the destination is host memory) and stores claim = Done
@@ -110,39 +110,33 @@ __device__ __forceinline__ bool running(u64 ring) {
 // run has a copier warp copy bytes (a multiple of 16) from src to dst:
 // host to device memory, or device to host memory when to_host. It returns
 // copied once the data is at dst (visible to the caller, and to the host
-// when to_host), declined when the caller must copy it itself (no copier,
-// the ring full, or no copier left to take the job), or timed_out when a
-// copier took the job but did not finish it by deadline. The caller's
+// when to_host), declined when the caller must copy it itself (no copier
+// running, or none left to take the job), or timed_out when the job's slot
+// stayed taken or a copier took the job but did not finish it by deadline
+// (the caller copies it itself and reports a timeout; the host then resets
+// the ring). The caller's
 // stores to src must be visible at gpu scope before the call.
 __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src, u64 bytes, bool to_host, u64 deadline) {
 	if (!running(ring)) return declined;
 	const u64 mask = detail::ld_relaxed_gpu(word64(ring, CL::CopierMaskOffset));
-	u64 *tail = word64(ring, CL::CopierTailOffset);
-	u64 t = 0, s = 0;
-	// Lock-free: a failed CAS means another poster took the ticket, so
-	// retrying is progress; completions wake waiters in bursts, which all
-	// post at once.
-	bool got = false;
+	// One fetch-and-add per post: completions wake waiters in bursts, and
+	// a compare-and-swap on one tail word fails for all of a burst but one.
+	const u64 t = atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierTailOffset)), 1ull);
+	const u64 s = slot(ring, mask, t);
+	// The ring holds four times the jobs that can be outstanding (one per
+	// queue entry), so the slot is almost always free already; when it is
+	// not, its job of the previous round is about to be freed. The ticket
+	// must be published whatever happens (copiers take tickets in order):
+	// if the slot stays taken past the deadline, the ticket is lost and
+	// the host resets the ring, as it resets queues after a timeout.
 	u32 ns = 32;
-	for (int i = 0; i < 64 && !got; i++) {
-		t = detail::ld_relaxed_gpu(tail);
-		s = slot(ring, mask, t);
-		const u64 seq = detail::ld_acquire_gpu(word64(s, CL::CopierSeqOffset));
-		if (seq == t) {
-			got = atomicCAS(reinterpret_cast<unsigned long long *>(tail), t, t + 1) == t;
-		} else if (static_cast<i64>(seq - t) < 0) {
-			// Full: the slot still holds a job of the previous round.
-			atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierFullOffset)), 1ull);
-			return declined;
-		}
-		if (!got) {
+	if (detail::ld_acquire_gpu(word64(s, CL::CopierSeqOffset)) != t) {
+		atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierWaitedOffset)), 1ull);
+		for (u32 i = 0; detail::ld_acquire_gpu(word64(s, CL::CopierSeqOffset)) != t; i++) {
+			if ((i & 7) == 7 && detail::globaltimer() > deadline) return timed_out;
 			__nanosleep(ns);
-			if (ns < 512) ns <<= 1;
+			if (ns < 1024) ns <<= 1;
 		}
-	}
-	if (!got) {
-		atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierBusyOffset)), 1ull);
-		return declined;
 	}
 	detail::st_relaxed_gpu(word64(s, CL::CopierSrcOffset), reinterpret_cast<u64>(src));
 	detail::st_relaxed_gpu(word64(s, CL::CopierDstOffset), reinterpret_cast<u64>(dst));
@@ -167,6 +161,7 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 			if (c == CL::CopierClaimOpen && (now > deadline || !running(ring))) {
 				if (atomicCAS(claim, static_cast<u32>(CL::CopierClaimOpen), static_cast<u32>(CL::CopierClaimDropped)) ==
 				    CL::CopierClaimOpen) {
+					atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierDroppedOffset)), 1ull);
 					return declined;  // the copier that takes the ticket frees the slot
 				}
 				continue;  // taken meanwhile
@@ -201,9 +196,17 @@ __device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns, u32 *started, u32
 	for (;;) {
 		u64 h = ~0ull;
 		if (lane == 0) {
-			const u64 at = detail::ld_relaxed_gpu(head);
-			const u64 seq = detail::ld_acquire_gpu(word64(slot(ring, mask, at), CL::CopierSeqOffset));
-			if (seq == at + 1 && atomicCAS(reinterpret_cast<unsigned long long *>(head), at, at + 1) == at) h = at;
+			// Another copier winning the head means there are jobs: retry
+			// at once; sleep only on an empty ring.
+			for (int i = 0; i < 8; i++) {
+				const u64 at = detail::ld_relaxed_gpu(head);
+				const u64 seq = detail::ld_acquire_gpu(word64(slot(ring, mask, at), CL::CopierSeqOffset));
+				if (seq != at + 1) break;
+				if (atomicCAS(reinterpret_cast<unsigned long long *>(head), at, at + 1) == at) {
+					h = at;
+					break;
+				}
+			}
 		}
 		h = __shfl_sync(full_warp_mask, h, 0);
 		if (h == ~0ull) {

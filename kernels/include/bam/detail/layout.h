@@ -187,10 +187,10 @@ inline constexpr unsigned long long CopierHeadOffset = 0ull;
 inline constexpr unsigned long long CopierTailOffset = 128ull;
 /// Copier ring: u32 stop epoch.
 inline constexpr unsigned long long CopierStopOffset = 256ull;
-/// Copier ring: u64 posts declined, ring full.
-inline constexpr unsigned long long CopierFullOffset = 264ull;
-/// Copier ring: u64 posts declined, tail contended.
-inline constexpr unsigned long long CopierBusyOffset = 272ull;
+/// Copier ring: u64 posts that waited for their slot.
+inline constexpr unsigned long long CopierWaitedOffset = 264ull;
+/// Copier ring: u64 posts withdrawn untaken.
+inline constexpr unsigned long long CopierDroppedOffset = 272ull;
 /// Copier ring: u32 running copier warps.
 inline constexpr unsigned long long CopierAliveOffset = 384ull;
 /// Copier ring: u64 slots - 1.
