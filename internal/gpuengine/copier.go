@@ -21,7 +21,7 @@ const DefaultCopyBelow = 16
 // the kernel it serves is not running beside it (kernels serialised by a
 // tool, or a phase without misses) and exits. Posters then copy for
 // themselves.
-const copierIdle = 5 * time.Millisecond
+const copierIdle = time.Millisecond
 
 // copierStartWait bounds how long a launch waits for the copier's warps to
 // run before it launches the kernel anyway (the GPU busy with another
