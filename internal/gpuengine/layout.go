@@ -37,20 +37,22 @@ const (
 	// multi-consumer ring of copy jobs. Threads that own a staging copy post
 	// it; warps of the copier kernel take jobs and copy each with all 32
 	// lanes. Header words sit on 128-byte lines of their own.
-	CopierHeadOffset    = 0   // u64: next ticket a copier warp takes
 	CopierTailOffset    = 128 // u64: next ticket a poster takes
 	CopierStopOffset    = 256 // u32: copier kernels of this epoch stop when it holds their epoch
 	CopierWaitedOffset  = 264 // u64: posts that found their slot still taken and waited
 	CopierDroppedOffset = 272 // u64: posts withdrawn because the copier stopped before taking them
 	CopierAliveOffset   = 384 // u32: copier warps running now
 	CopierMaskOffset    = 448 // u64: slots - 1 (slots a power of two)
-	CopierSlotsOffset   = 512 // first slot
-	CopierSlotBytes     = 32  // one job
-	CopierSeqOffset     = 0   // slot u64: ticket t when free for ticket t, t+1 once job t is posted
-	CopierSrcOffset     = 8   // slot u64: source address (device-mapped host memory or device memory)
-	CopierDstOffset     = 16  // slot u64: destination address
-	CopierSizeOffset    = 24  // slot u32: bytes (a multiple of 16) | CopierToHost
-	CopierClaimOffset   = 28  // slot u32: one of the Claim* values
+	CopierHeadsOffset   = 512 // CopierHeads u64 heads, one per ticket class t mod CopierHeads, CopierHeadStride apart: head r holds k, its next ticket is k*CopierHeads + r
+	CopierHeadStride    = 128
+	CopierHeads         = 8
+	CopierSlotsOffset   = 1536 // first slot
+	CopierSlotBytes     = 32   // one job
+	CopierSeqOffset     = 0    // slot u64: ticket t when free for ticket t, t+1 once job t is posted
+	CopierSrcOffset     = 8    // slot u64: source address (device-mapped host memory or device memory)
+	CopierDstOffset     = 16   // slot u64: destination address
+	CopierSizeOffset    = 24   // slot u32: bytes (a multiple of 16) | CopierToHost
+	CopierClaimOffset   = 28   // slot u32: one of the Claim* values
 	CopierToHost        = 1 << 31
 	CopierClaimOpen     = 0 // posted, not taken
 	CopierClaimTaken    = 1 // a copier warp is copying
@@ -137,13 +139,15 @@ func Layout() layout.Group {
 			c("ArrayCopierOffset", ArrayCopierOffset, "Array descriptor: fill copier ring, 0 for none."),
 			c("ArrayCopyBelowOffset", ArrayCopyBelowOffset, "Array descriptor: copier for groups smaller than this."),
 			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
-			c("CopierHeadOffset", CopierHeadOffset, "Copier ring: u64 next ticket to take."),
 			c("CopierTailOffset", CopierTailOffset, "Copier ring: u64 next ticket to post."),
 			c("CopierStopOffset", CopierStopOffset, "Copier ring: u32 stop epoch."),
 			c("CopierWaitedOffset", CopierWaitedOffset, "Copier ring: u64 posts that waited for their slot."),
 			c("CopierDroppedOffset", CopierDroppedOffset, "Copier ring: u64 posts withdrawn untaken."),
 			c("CopierAliveOffset", CopierAliveOffset, "Copier ring: u32 running copier warps."),
 			c("CopierMaskOffset", CopierMaskOffset, "Copier ring: u64 slots - 1."),
+			c("CopierHeadsOffset", CopierHeadsOffset, "Copier ring: first of CopierHeads u64 heads, one per ticket class."),
+			c("CopierHeadStride", CopierHeadStride, "Copier ring: bytes between heads."),
+			c("CopierHeads", CopierHeads, "Copier ring: ticket classes (a power of two)."),
 			c("CopierSlotsOffset", CopierSlotsOffset, "Copier ring: first slot."),
 			c("CopierSlotBytes", CopierSlotBytes, "Copier ring: bytes per slot."),
 			c("CopierSeqOffset", CopierSeqOffset, "Copier slot: u64 sequence."),

@@ -21,7 +21,11 @@
 //   - slot t&mask is free for ticket t when its seq == t. A poster takes
 //     ticket t by fetch-and-add of the tail, waits until the slot is free,
 //     writes the job and claim=Open, then stores seq = t+1 (release).
-//   - a copier warp takes ticket h when seq == h+1, by CAS of the head, then
+//   - tickets fall into CopierHeads classes (t mod CopierHeads), each with a
+//     head of its own, so that copier warps do not all contend for one word.
+//     A copier warp takes ticket h of class r when seq == h+1, by CAS of
+//     head r; it serves its own class first and the others when its own is
+//     empty, so every class is served while any copier warp runs. It then
 //     claims the job: CAS claim Open -> Taken. It copies, fences (system
 //     scope when the destination is host memory) and stores claim = Done
 //     (release); the poster, seeing Done, frees the slot: seq = t + slots.
@@ -183,7 +187,9 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 __device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns, u32 *started, u32 warps) {
 	const u32 lane = threadIdx.x & 31;
 	const u64 mask = detail::ld_relaxed_gpu(word64(ring, CL::CopierMaskOffset));
-	u64 *head = word64(ring, CL::CopierHeadOffset);
+	constexpr u32 classes = static_cast<u32>(CL::CopierHeads);
+	static_assert((classes & (classes - 1)) == 0, "CopierHeads must be a power of two");
+	const u32 home = static_cast<u32>(global_thread_id() >> 5) & (classes - 1);
 	if (lane == 0) {
 		// Counts warps of an earlier launch still draining too: then the
 		// host hears early, which only costs overlap.
@@ -196,15 +202,21 @@ __device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns, u32 *started, u32
 	for (;;) {
 		u64 h = ~0ull;
 		if (lane == 0) {
-			// Another copier winning the head means there are jobs: retry
-			// at once; sleep only on an empty ring.
-			for (int i = 0; i < 8; i++) {
-				const u64 at = detail::ld_relaxed_gpu(head);
-				const u64 seq = detail::ld_acquire_gpu(word64(slot(ring, mask, at), CL::CopierSeqOffset));
-				if (seq != at + 1) break;
-				if (atomicCAS(reinterpret_cast<unsigned long long *>(head), at, at + 1) == at) {
-					h = at;
-					break;
+			// Own class first, then the others. Another copier winning a
+			// head means there are jobs: retry at once; sleep only when
+			// every class is empty.
+			for (u32 i = 0; i < classes && h == ~0ull; i++) {
+				const u32 r = (home + i) & (classes - 1);
+				u64 *head = word64(ring, CL::CopierHeadsOffset + r * CL::CopierHeadStride);
+				for (int tries = 0; tries < 4; tries++) {
+					const u64 k = detail::ld_relaxed_gpu(head);
+					const u64 at = k * classes + r;
+					const u64 seq = detail::ld_acquire_gpu(word64(slot(ring, mask, at), CL::CopierSeqOffset));
+					if (seq != at + 1) break;
+					if (atomicCAS(reinterpret_cast<unsigned long long *>(head), k, k + 1) == k) {
+						h = at;
+						break;
+					}
 				}
 			}
 		}

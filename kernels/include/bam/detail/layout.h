@@ -181,8 +181,6 @@ inline constexpr unsigned long long ArrayCopierOffset = 168ull;
 inline constexpr unsigned long long ArrayCopyBelowOffset = 176ull;
 /// Size of the array descriptor.
 inline constexpr unsigned long long ArrayDescBytes = 184ull;
-/// Copier ring: u64 next ticket to take.
-inline constexpr unsigned long long CopierHeadOffset = 0ull;
 /// Copier ring: u64 next ticket to post.
 inline constexpr unsigned long long CopierTailOffset = 128ull;
 /// Copier ring: u32 stop epoch.
@@ -195,8 +193,14 @@ inline constexpr unsigned long long CopierDroppedOffset = 272ull;
 inline constexpr unsigned long long CopierAliveOffset = 384ull;
 /// Copier ring: u64 slots - 1.
 inline constexpr unsigned long long CopierMaskOffset = 448ull;
+/// Copier ring: first of CopierHeads u64 heads, one per ticket class.
+inline constexpr unsigned long long CopierHeadsOffset = 512ull;
+/// Copier ring: bytes between heads.
+inline constexpr unsigned long long CopierHeadStride = 128ull;
+/// Copier ring: ticket classes (a power of two).
+inline constexpr unsigned long long CopierHeads = 8ull;
 /// Copier ring: first slot.
-inline constexpr unsigned long long CopierSlotsOffset = 512ull;
+inline constexpr unsigned long long CopierSlotsOffset = 1536ull;
 /// Copier ring: bytes per slot.
 inline constexpr unsigned long long CopierSlotBytes = 32ull;
 /// Copier slot: u64 sequence.
