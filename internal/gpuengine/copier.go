@@ -19,9 +19,11 @@ const DefaultCopyBelow = 16
 
 // copierIdle is how long a copier warp waits for a job before it decides
 // the kernel it serves is not running beside it (kernels serialised by a
-// tool, or a phase without misses) and exits. Posters then copy for
-// themselves.
-const copierIdle = time.Millisecond
+// tool) and exits; posters then copy for themselves. Normally the copier
+// stops when its kernel ends (stopAfter). Shorter waits made the copier
+// leave during lulls of a kernel's misses (1 ms did, with a million
+// threads), and the rest of the kernel copied alone.
+const copierIdle = 50 * time.Millisecond
 
 // copierStartWait bounds how long a launch waits for the copier's warps to
 // run before it launches the kernel anyway (the GPU busy with another

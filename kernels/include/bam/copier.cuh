@@ -199,13 +199,16 @@ __device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns, u32 *started, u32
 	}
 	u64 last = detail::globaltimer();
 	u32 ns = 64;
-	for (;;) {
+	for (u32 idle = 0;; idle++) {
 		u64 h = ~0ull;
 		if (lane == 0) {
 			// Own class first, then the others. Another copier winning a
 			// head means there are jobs: retry at once; sleep only when
-			// every class is empty.
-			for (u32 i = 0; i < classes && h == ~0ull; i++) {
+			// every class is empty. An idle warp looks at its own class
+			// only, and at all of them every eighth round, so that idle
+			// copiers do not load the L2 the kernel beside them uses.
+			const u32 scan = (idle & 7) == 0 ? classes : 1;
+			for (u32 i = 0; i < scan && h == ~0ull; i++) {
 				const u32 r = (home + i) & (classes - 1);
 				u64 *head = word64(ring, CL::CopierHeadsOffset + r * CL::CopierHeadStride);
 				for (int tries = 0; tries < 4; tries++) {
@@ -229,10 +232,11 @@ __device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns, u32 *started, u32
 			}
 			if (__shfl_sync(full_warp_mask, quit, 0)) break;
 			__nanosleep(ns);
-			if (ns < 1024) ns <<= 1;
+			if (ns < 2048) ns <<= 1;
 			continue;
 		}
 		ns = 64;
+		idle = ~0u;  // the next round, right after a job, scans every class
 		const u64 s = slot(ring, mask, h);
 		u32 c = 0;
 		u64 src = 0, dst = 0;
