@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,13 @@ const copierStartWait = 10 * time.Millisecond
 // the engine launches on a stream of its own beside every kernel it runs.
 // A lane that owns a staging copy it cannot share with its warp posts it to
 // the ring, and a copier warp copies it with 32 lanes.
+//
+// The copier costs a kernel that never posts: its blocks hold registers and
+// thread slots on some multiprocessors, so a kernel whose grid is sized to
+// fill the GPU runs an extra, partial wave (an all-hit lookup kernel lost
+// 30%). So it runs beside a kernel only while that kernel wants it: on its
+// first launch, and after a launch in which it posted copies or in which
+// lanes found no copier to post to (want, note).
 type fillCopier struct {
 	ring       *cuda.DeviceMem
 	started    *cuda.HostMem // u32 the copier's last warp to start sets to its epoch
@@ -44,6 +52,10 @@ type fillCopier struct {
 	fn         *cuda.Function
 	launch     cuda.LaunchConfig
 	epoch      uint32
+
+	mu      sync.Mutex
+	skip    map[*cuda.Function]bool // kernels whose last launch neither posted nor missed a copier
+	counted [2]uint64               // jobs and missed at the last note
 }
 
 // newFillCopier builds the ring (slots jobs, a power of two) and the launch
@@ -53,7 +65,7 @@ func newFillCopier(ctx *cuda.Context, mod *cuda.Module, slots uint64, warps int)
 	if err != nil {
 		return nil, err
 	}
-	c := &fillCopier{slots: slots, fn: fn}
+	c := &fillCopier{slots: slots, fn: fn, skip: map[*cuda.Function]bool{}}
 	if c.ring, err = ctx.Alloc(CopierSlotsOffset + slots*CopierSlotBytes); err != nil {
 		return nil, fmt.Errorf("fill copier ring: %w", err)
 	}
@@ -82,6 +94,9 @@ func newFillCopier(ctx *cuda.Context, mod *cuda.Module, slots uint64, warps int)
 // reset empties the ring: head and tail 0, slot t free for ticket t. Only
 // while no copier kernel and no kernel that posts runs.
 func (c *fillCopier) reset() error {
+	c.mu.Lock()
+	c.counted = [2]uint64{}
+	c.mu.Unlock()
 	b := make([]byte, CopierSlotsOffset+c.slots*CopierSlotBytes)
 	le := binary.LittleEndian
 	le.PutUint64(b[CopierMaskOffset:], c.slots-1)
@@ -90,6 +105,28 @@ func (c *fillCopier) reset() error {
 		le.PutUint64(b[CopierSlotsOffset+t*CopierSlotBytes+CopierSeqOffset:], t)
 	}
 	return c.ring.Write(0, b)
+}
+
+// want reports whether fn's next launch should have the copier beside it.
+func (c *fillCopier) want(fn *cuda.Function) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.skip[fn]
+}
+
+// note reads the ring's job and missed counts after a launch of fn and
+// decides whether fn's next launch gets the copier.
+func (c *fillCopier) note(fn *cuda.Function) error {
+	var b [16]byte
+	if err := c.ring.Read(CopierJobsOffset, b[:]); err != nil {
+		return err
+	}
+	jobs, missed := binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.skip[fn] = jobs == c.counted[0] && missed == c.counted[1]
+	c.counted = [2]uint64{jobs, missed}
+	return nil
 }
 
 // counts reads, since the ring was reset, how many posts waited for their

@@ -464,8 +464,9 @@ func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg 
 // events around it when start is not nil), stops the copier behind fn, and
 // waits for both.
 func (e *Engine) runKernel(ctx context.Context, start, end *cuda.Event, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
+	copier := e.fillCopier != nil && e.fillCopier.want(fn)
 	var epoch uint32
-	if e.fillCopier != nil {
+	if copier {
 		var err error
 		if epoch, err = e.fillCopier.start(); err != nil {
 			return err
@@ -486,7 +487,7 @@ func (e *Engine) runKernel(ctx context.Context, start, end *cuda.Event, fn *cuda
 		}
 		return nil
 	}()
-	if e.fillCopier != nil {
+	if copier {
 		// Even when the launch failed: the copier warps must stop.
 		err = errors.Join(err, e.fillCopier.stopAfter(e.stream, epoch))
 	}
@@ -496,8 +497,13 @@ func (e *Engine) runKernel(ctx context.Context, start, end *cuda.Event, fn *cuda
 	if err := e.stream.Wait(ctx); err != nil {
 		return err
 	}
+	if copier {
+		if err := e.fillCopier.wait(ctx); err != nil {
+			return err
+		}
+	}
 	if e.fillCopier != nil {
-		return e.fillCopier.wait(ctx)
+		return e.fillCopier.note(fn)
 	}
 	return nil
 }
@@ -613,8 +619,8 @@ type Stats struct {
 	// waited, and posts withdrawn untaken (the copier stopped; the posting
 	// lanes copied them themselves).
 	CopierWaited, CopierDropped uint64
-	LineSize               int
-	Target                 nvme.TargetStats
+	LineSize                    int
+	Target                      nvme.TargetStats
 }
 
 // Stats reads the device counters.

@@ -41,6 +41,8 @@ const (
 	CopierStopOffset    = 256 // u32: copier kernels of this epoch stop when it holds their epoch
 	CopierWaitedOffset  = 264 // u64: posts that found their slot still taken and waited
 	CopierDroppedOffset = 272 // u64: posts withdrawn because the copier stopped before taking them
+	CopierJobsOffset    = 280 // u64: jobs the copier warps copied
+	CopierMissedOffset  = 288 // u64: copies that found no copier running (posters copied them alone)
 	CopierAliveOffset   = 384 // u32: copier warps running now
 	CopierMaskOffset    = 448 // u64: slots - 1 (slots a power of two)
 	CopierHeadsOffset   = 512 // CopierHeads u64 heads, one per ticket class t mod CopierHeads, CopierHeadStride apart: head r holds k, its next ticket is k*CopierHeads + r
@@ -143,6 +145,8 @@ func Layout() layout.Group {
 			c("CopierStopOffset", CopierStopOffset, "Copier ring: u32 stop epoch."),
 			c("CopierWaitedOffset", CopierWaitedOffset, "Copier ring: u64 posts that waited for their slot."),
 			c("CopierDroppedOffset", CopierDroppedOffset, "Copier ring: u64 posts withdrawn untaken."),
+			c("CopierJobsOffset", CopierJobsOffset, "Copier ring: u64 jobs copied."),
+			c("CopierMissedOffset", CopierMissedOffset, "Copier ring: u64 copies that found no copier running."),
 			c("CopierAliveOffset", CopierAliveOffset, "Copier ring: u32 running copier warps."),
 			c("CopierMaskOffset", CopierMaskOffset, "Copier ring: u64 slots - 1."),
 			c("CopierHeadsOffset", CopierHeadsOffset, "Copier ring: first of CopierHeads u64 heads, one per ticket class."),

@@ -121,7 +121,12 @@ __device__ __forceinline__ bool running(u64 ring) {
 // the ring). The caller's
 // stores to src must be visible at gpu scope before the call.
 __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src, u64 bytes, bool to_host, u64 deadline) {
-	if (!running(ring)) return declined;
+	if (ring == 0) return declined;
+	if (!running(ring)) {
+		// Tells the host that the kernel wants a copier beside it.
+		atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierMissedOffset)), 1ull);
+		return declined;
+	}
 	const u64 mask = detail::ld_relaxed_gpu(word64(ring, CL::CopierMaskOffset));
 	// One fetch-and-add per post: completions wake waiters in bursts, and
 	// a compare-and-swap on one tail word fails for all of a burst but one.
@@ -266,7 +271,10 @@ __device__ inline void serve(u64 ring, u32 epoch, u64 idle_ns, u32 *started, u32
 			__threadfence();
 		}
 		__syncwarp();
-		if (lane == 0) detail::st_release_gpu(word32(s, CL::CopierClaimOffset), static_cast<u32>(CL::CopierClaimDone));
+		if (lane == 0) {
+			detail::st_release_gpu(word32(s, CL::CopierClaimOffset), static_cast<u32>(CL::CopierClaimDone));
+			atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierJobsOffset)), 1ull);
+		}
 		last = detail::globaltimer();
 	}
 	if (lane == 0) atomicSub(word32(ring, CL::CopierAliveOffset), 1u);

@@ -189,6 +189,10 @@ inline constexpr unsigned long long CopierStopOffset = 256ull;
 inline constexpr unsigned long long CopierWaitedOffset = 264ull;
 /// Copier ring: u64 posts withdrawn untaken.
 inline constexpr unsigned long long CopierDroppedOffset = 272ull;
+/// Copier ring: u64 jobs copied.
+inline constexpr unsigned long long CopierJobsOffset = 280ull;
+/// Copier ring: u64 copies that found no copier running.
+inline constexpr unsigned long long CopierMissedOffset = 288ull;
 /// Copier ring: u32 running copier warps.
 inline constexpr unsigned long long CopierAliveOffset = 384ull;
 /// Copier ring: u64 slots - 1.
