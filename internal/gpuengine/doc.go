@@ -14,7 +14,12 @@
 // is an NVMe Read whose PRPs name the command's staging slot in pinned host
 // memory; the Target reads the namespace straight into it, posts the
 // completion, and the lanes of the warp group that asked for the line copy
-// the slot into the cache line. Write-backs go the other way. Copy engine:
+// the slot into the cache line. Write-backs go the other way. A lane with
+// too few others to share its copy posts it to the fill copier instead: a
+// ring in device memory served by a few warps of a kernel the engine runs
+// beside every kernel that wants one (copier.go,
+// kernels/include/bam/copier.cuh), which copy each line with 32 lanes; a
+// lane alone needs a PCIe request per 16 bytes. Copy engine:
 // the PRPs name the cache line itself (lines are page aligned and
 // registered in the Target's DMA space at their device addresses); a Target
 // thread copies the data in or out with cuMemcpy*Async on one of a few

@@ -15,15 +15,18 @@ const (
 	// RouteAuto is the route that measured faster on the H200 host: today
 	// RouteBounce for fills and write-backs alike. The copy engine costs a
 	// driver call, a copy and a stream synchronisation per command: at
-	// queue depth 1 it has a 4 KiB line in device memory in 31-34 µs, where
-	// a lane copying a staging slot alone takes 185 µs, but under load it
-	// moved 0.75 GB/s of 4 KiB lines against 2.3 GB/s for lanes copying
-	// alone and 10-18 GB/s (45 at 64 KiB) for warps copying their line together
-	// (bench/results C1, L1, Q2).
+	// queue depth 1 it has a 4 KiB line in device memory in 33 µs, where
+	// the bounce route takes 24 µs through the fill copier (184 µs for a
+	// lane copying alone), and under load it moved 0.74 GB/s of 4 KiB
+	// lines against 20.8 GB/s through the fill copier and 10-18 GB/s (45
+	// at 64 KiB) for warps copying their line together (bench/results C1,
+	// L1, Q2).
 	RouteAuto FillRoute = iota
 	// RouteBounce reads into pinned staging slots; the lanes of the warp
 	// group that asked for the line copy the slot into it together with
-	// 16-byte loads across PCIe, and write-backs go out through a slot too.
+	// 16-byte loads across PCIe, or, for a group of fewer than
+	// DefaultCopyBelow lanes, hand the copy to the fill copier (see
+	// Config.FillCopierWarps); write-backs go out through a slot too.
 	RouteBounce
 	// RouteCopyEngine names the line itself in the PRPs: the Target moves
 	// the data with the GPU's copy engine before it posts the completion,
