@@ -221,24 +221,12 @@ __device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket) {
 	return true;
 }
 
-// issue writes the command of ticket t into its SQ slot (CID = position),
-// marks the slot and moves the SQ tail over every marked slot, ringing the
-// doorbell once per batch (vq's tail-lock protocol).
-__device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
+// flush_tail moves the SQ tail over every marked slot and rings the
+// doorbell once for the batch, if it can take the tail lock (vq's tail-lock
+// protocol); a holder re-checks the next slot after unlocking, so a marker
+// set while it held the lock is not left behind.
+__device__ inline void flush_tail(const queue_desc &q) {
 	const u64 mask = q.depth - 1;
-	const u64 pos = t & mask;
-	cmd.dw[0] = (cmd.dw[0] & 0xffffu) | (static_cast<u32>(pos) << 16);
-	uint4 *sqe = reinterpret_cast<uint4 *>(q.sq + pos * 64);
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(sqe + i), "r"(cmd.dw[4 * i]),
-		             "r"(cmd.dw[4 * i + 1]), "r"(cmd.dw[4 * i + 2]), "r"(cmd.dw[4 * i + 3])
-		             : "memory");
-	}
-	// The SQE (and any staging data written before) must be visible to the
-	// host before anyone rings a doorbell that covers it.
-	__threadfence_system();
-	detail::st_release_gpu(marker(q, pos), t + 1);
 	u64 *lock = word(q, V::TailLockOffset);
 	for (;;) {
 		if (atomicCAS(reinterpret_cast<unsigned long long *>(lock), 0ull, 1ull) != 0) return;
@@ -261,8 +249,37 @@ __device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
 		// to host memory for the host.
 		__threadfence_system();
 		atomicExch(reinterpret_cast<unsigned long long *>(lock), 0ull);
+		// Store then load, on both sides (a submitter sets its marker, then
+		// tries the lock): without a full fence between them each side may
+		// read the other's old value, the submitter's try-lock failing
+		// while this re-check misses its marker, and its command would sit
+		// in the SQ with no doorbell.
+		__threadfence();
 		if (detail::ld_acquire_gpu(marker(q, tail & mask)) != tail + 1) return;
 	}
+}
+
+// issue writes the command of ticket t into its SQ slot (CID = position),
+// marks the slot and moves the SQ tail over every marked slot, ringing the
+// doorbell once per batch (flush_tail).
+__device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
+	const u64 mask = q.depth - 1;
+	const u64 pos = t & mask;
+	cmd.dw[0] = (cmd.dw[0] & 0xffffu) | (static_cast<u32>(pos) << 16);
+	uint4 *sqe = reinterpret_cast<uint4 *>(q.sq + pos * 64);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(sqe + i), "r"(cmd.dw[4 * i]),
+		             "r"(cmd.dw[4 * i + 1]), "r"(cmd.dw[4 * i + 2]), "r"(cmd.dw[4 * i + 3])
+		             : "memory");
+	}
+	// The SQE (and any staging data written before) must be visible to the
+	// host before anyone rings a doorbell that covers it.
+	__threadfence_system();
+	detail::st_release_gpu(marker(q, pos), t + 1);
+	// The marker before the try-lock: see flush_tail.
+	__threadfence();
+	flush_tail(q);
 }
 
 // wait polls t's CID record (helping to harvest) until its completion
@@ -274,6 +291,9 @@ __device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *statu
 	for (u32 i = 0;; i++) {
 		if (detail::ld_acquire_gpu(state) == V::CIDDone) break;
 		if (harvest(q) > 0) continue;
+		// Belt and braces for the doorbell: if the SQ tail has not passed
+		// this command yet, try to ring it ourselves.
+		if ((i & 15) == 15 && detail::ld_relaxed_gpu(word(q, V::SQTailOffset)) <= t) flush_tail(q);
 		if ((i & 7) == 7 && detail::globaltimer() > deadline) {
 			if (atomicCAS(reinterpret_cast<unsigned long long *>(state), static_cast<unsigned long long>(V::CIDInFlight),
 			              static_cast<unsigned long long>(V::CIDAbandoned)) == V::CIDInFlight) {
