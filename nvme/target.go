@@ -536,6 +536,12 @@ func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {
 			case <-t.ctx.Done():
 				return
 			}
+			// A queue removed meanwhile (a host reset after a timeout)
+			// may have its memory in use again: the command must not
+			// touch it.
+			if q.state.Load() != qActive {
+				return
+			}
 			if f.Kind == FaultFail {
 				t.post(q, c.CID, 0, f.Status)
 				return

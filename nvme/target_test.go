@@ -589,3 +589,34 @@ func TestTargetIdleCPU(t *testing.T) {
 	}
 	t.Logf("idle Target used %v CPU in %v", used, wall)
 }
+
+// A delayed command whose queue pair was removed meanwhile must not run: its
+// data buffer may already belong to someone else (the host reuses the
+// queue's memory after a reset).
+func TestTargetDelayedCommandAfterRemove(t *testing.T) {
+	h := newHarness(t, TargetConfig{}, nil, 4)
+	pattern(h.buf[:512], 512, 0, 7)
+	if e := h.do(t, h.rw(t, OpWrite, 0, 1, 0)); !e.Status.Success() {
+		t.Fatal(e.Status)
+	}
+	const delay = 100 * time.Millisecond
+	h.t.SetFaultHook(func(uint16, *Command) Fault { return Fault{Delay: delay} })
+	clear(h.buf[:512])
+	c := h.rw(t, OpRead, 0, 1, 0)
+	h.c.submit(&c)
+	waitCond(t, func() bool { return h.t.Stats().Delayed == 1 })
+	ctx, cancel := context.WithTimeout(h.ctx, delay/4)
+	defer cancel()
+	if err := h.t.RemoveQueuePair(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("remove with a delayed command in flight: %v, want a deadline error", err)
+	}
+	time.Sleep(2 * delay)
+	for i, b := range h.buf[:512] {
+		if b != 0 {
+			t.Fatalf("byte %d of the removed queue's buffer written after the removal: %#x", i, b)
+		}
+	}
+	if err := h.t.RemoveQueuePair(h.ctx, 1); !errors.Is(err, ErrNoQueue) {
+		t.Fatalf("second remove: %v", err)
+	}
+}
