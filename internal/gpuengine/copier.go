@@ -33,7 +33,7 @@ const copierStartWait = 10 * time.Millisecond
 
 // fillCopier owns the fill copier (kernels/include/bam/copier.cuh): a ring
 // of copy jobs in device memory and the kernel whose warps serve it, which
-// the engine launches on a stream of its own beside every kernel it runs.
+// the engine launches on a stream of its own beside the kernels it runs.
 // A lane that owns a staging copy it cannot share with its warp posts it to
 // the ring, and a copier warp copies it with 32 lanes.
 //
