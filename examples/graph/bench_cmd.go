@@ -20,10 +20,11 @@ func cmdBench(ctx context.Context, args []string) error {
 	sources := fs.Int("sources", 4, "BFS sources per run set")
 	out := fs.String("out", "bench/results", "directory for the result JSON")
 	jsonOut := fs.Bool("json", false, "print the result JSON")
+	gpuLine := fs.Int("gpu-line", 0, "GPU cache line size for the edges (default: the store's; other sizes need a one-namespace store)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	o := graph.G1Options{Store: *store, Scale: *scale, Runs: *runs, Sources: *sources, Progress: newProgress(), Log: stderr}
+	o := graph.G1Options{Store: *store, Scale: *scale, Runs: *runs, Sources: *sources, GPULine: *gpuLine, Progress: newProgress(), Log: stderr}
 	for _, k := range strings.Split(*kinds, ",") {
 		o.Kinds = append(o.Kinds, graph.Kind(strings.TrimSpace(k)))
 	}

@@ -21,8 +21,12 @@ type G1Options struct {
 	CacheFractions []float64 // GPU cache sizes as fractions of the edges array
 	Runs           int       // timed repetitions (median)
 	Sources        int       // BFS sources per repetition
-	Progress       Progress
-	Log            io.Writer // progress lines (nil: none)
+	// GPULine is the GPU cache line size for the edges on storage (0: the
+	// store's). New bench stores get 512-byte LBAs so that any line from
+	// 512 bytes works.
+	GPULine  int
+	Progress Progress
+	Log      io.Writer // progress lines (nil: none)
 }
 
 // RunG1 runs benchmark G1: BFS and CC with the edges on storage behind a
@@ -70,12 +74,16 @@ func RunG1(ctx context.Context, o G1Options) (*bench.Result, error) {
 	if errors.Is(err, bam.ErrNotFound) {
 		n := int64(1) << o.Scale
 		s, err = bam.Create(ctx, o.Store, bam.CreateOptions{Options: bam.Options{Engine: bam.EngineCPU},
-			NamespaceSize: int64(len(o.Kinds)) * (2*16*n*8 + 8*n) * 2})
+			NamespaceSize: int64(len(o.Kinds)) * (2*16*n*8 + 8*n) * 2, LBASize: 512})
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
+	res.Params["gpu_line_size"] = s.LineSize()
+	if o.GPULine != 0 {
+		res.Params["gpu_line_size"] = o.GPULine
+	}
 	for _, k := range o.Kinds {
 		name := fmt.Sprintf("g1-%s-%d", k, o.Scale)
 		if _, err := Stat(s, name); err != nil {
@@ -252,7 +260,7 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 	var load time.Duration
 	for _, p := range []Placement{InDevice, ZeroCopy} {
 		o.logf("%s: GPU, edges in %s memory", name, p)
-		r, err := OpenGPU[V](ctx, o.Store, s, name, p, GPUOptions{})
+		r, err := OpenGPU[V](ctx, o.Store, s, name, p, GPUOptions{LineSize: o.GPULine})
 		if err != nil {
 			return err
 		}
@@ -272,7 +280,7 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 	for _, f := range o.CacheFractions {
 		cache := uint64(f * float64(g.EdgeBytes()))
 		o.logf("%s: GPU, edges on storage, cache %.3f of the edges (%d bytes)", name, f, cache)
-		r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, GPUOptions{CacheBytes: cache})
+		r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, GPUOptions{CacheBytes: cache, LineSize: o.GPULine})
 		if err != nil {
 			return err
 		}

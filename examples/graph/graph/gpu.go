@@ -41,6 +41,11 @@ type GPUOptions struct {
 	// MaxBlocks caps the grid of the traversal kernels (blocks of 256
 	// threads). Default 132*8.
 	MaxBlocks uint32
+	// LineSize is the GPU cache line size (default the store's). Short
+	// neighbour lists read far fewer unused bytes through short lines. A
+	// size other than the store's needs a store on one namespace whose LBA
+	// size divides it.
+	LineSize int
 }
 
 // GPU runs BFS and CC on the GPU over one stored graph.
@@ -102,7 +107,21 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		cache = 0
 	}
 	cache = max(cache, 8<<20)
-	r.eng, err = gpuengine.New(gpuengine.Config{Device: opt.Device, LineSize: s.LineSize(), CacheBytes: cache,
+	lineSize := opt.LineSize
+	if lineSize == 0 {
+		lineSize = s.LineSize()
+	}
+	var spec gpuengine.ArraySpec
+	if placement == OnStorage {
+		o, err := s.Object(edgesName(name))
+		if err != nil {
+			return nil, err
+		}
+		if spec, err = stripeSpec(o, s, lineSize); err != nil {
+			return nil, err
+		}
+	}
+	r.eng, err = gpuengine.New(gpuengine.Config{Device: opt.Device, LineSize: lineSize, CacheBytes: cache,
 		QueuePairs: opt.QueuePairs, Timeout: opt.Timeout}, r.nss)
 	if err != nil {
 		return nil, err
@@ -118,12 +137,7 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	nbytes := g.EdgeBytes()
 	switch placement {
 	case OnStorage:
-		o, err := s.Object(edgesObj)
-		if err != nil {
-			return nil, err
-		}
-		r.arr, err = r.eng.Bind(stripeSpec(o, s))
-		if err != nil {
+		if r.arr, err = r.eng.Bind(spec); err != nil {
 			return nil, err
 		}
 	case InDevice:
@@ -151,21 +165,39 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	return r, nil
 }
 
-// stripeSpec places an array object for the GPU engine: line j on
-// namespace j mod N at its extent's start plus j / N lines.
-func stripeSpec(o *bam.Object, s *bam.Store) gpuengine.ArraySpec {
+// stripeSpec places an array object for a GPU engine with lines of
+// lineSize bytes: line j on namespace j mod N at its extent's start plus
+// j / N lines. A line size other than the store's is allowed on one
+// namespace only (the store stripes by its own lines), and the object must
+// start on a line boundary.
+func stripeSpec(o *bam.Object, s *bam.Store, lineSize int) (gpuengine.ArraySpec, error) {
 	info := o.Info()
-	lbasPerLine := uint64(info.LineSize / s.LBASize())
-	stripe := make([]gpuengine.StripeMember, s.NamespaceCount())
-	for i := range stripe {
-		stripe[i].Namespace = i
+	spec := gpuengine.ArraySpec{Name: info.Name, ElemSize: uint64(info.ElemSize), Len: info.Length}
+	if lineSize <= 0 || lineSize&(lineSize-1) != 0 || lineSize < s.LBASize() {
+		return spec, fmt.Errorf("graph: GPU line size %d: want a power of two of at least the store's %d-byte LBAs", lineSize, s.LBASize())
+	}
+	if info.ElemsPerLine*info.ElemSize != info.LineSize {
+		return spec, fmt.Errorf("graph: %s has padded lines", info.Name)
+	}
+	if lineSize != info.LineSize && s.NamespaceCount() > 1 {
+		return spec, fmt.Errorf("graph: GPU line size %d differs from the store's %d on a store striped over %d namespaces",
+			lineSize, info.LineSize, s.NamespaceCount())
+	}
+	spec.Stripe = make([]gpuengine.StripeMember, s.NamespaceCount())
+	for i := range spec.Stripe {
+		spec.Stripe[i].Namespace = i
 	}
 	for _, e := range info.Extents {
-		if e.Namespace >= 0 && e.Namespace < len(stripe) {
-			stripe[e.Namespace].StartLine = e.StartLBA / lbasPerLine
+		if e.Namespace < 0 || e.Namespace >= len(spec.Stripe) {
+			continue
 		}
+		off := e.StartLBA * uint64(s.LBASize())
+		if off%uint64(lineSize) != 0 {
+			return spec, fmt.Errorf("graph: %s starts at byte %d, not a multiple of the GPU line size %d", info.Name, off, lineSize)
+		}
+		spec.Stripe[e.Namespace].StartLine = off / uint64(lineSize)
 	}
-	return gpuengine.ArraySpec{Name: info.Name, ElemSize: uint64(info.ElemSize), Len: info.Length, Stripe: stripe}
+	return spec, nil
 }
 
 func upload(c *cuda.Context, b []byte) (*cuda.DeviceMem, error) {
