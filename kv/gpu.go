@@ -19,8 +19,8 @@ type GPUOptions struct {
 	Device     int           // CUDA device ordinal
 	CacheBytes uint64        // GPU line cache (default 256 MiB)
 	Ways       int           // associativity (default 8)
-	QueuePairs int           // NVMe queue pairs of the host-proxied Target (default 16)
-	QueueDepth int           // entries per queue (default 1024)
+	QueuePairs int           // NVMe queue pairs of the host-proxied Target (default gpuengine.DefaultQueuePairs, 64)
+	QueueDepth int           // entries per queue (default gpuengine.DefaultQueueDepth, 256)
 	Timeout    time.Duration // bound of every device wait (default 5s)
 	Workers    int           // host threads serving the queues
 	Logger     *slog.Logger

@@ -608,6 +608,7 @@ func runKVBench(ctx context.Context, e *env, args []string) error {
 	zipf := fs.Float64("zipf", 1.1, "Zipf exponent s > 1")
 	dir := fs.String("dir", "", "directory for the store and Pebble (default: a temporary directory)")
 	skipCPU := fs.Bool("skip-cpu", false, "skip the CPU-engine figures")
+	queues := fs.Int("queues", 0, "NVMe queue pairs of the GPU engine (0: the engine's default)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -616,7 +617,7 @@ func runKVBench(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("unexpected arguments %q", pos)
 	}
 	p := kvbench.Params{Dir: *dir, TableFactor: *factor, Duration: *duration, Batch: *batch, Threads: *threads,
-		Zipf: *zipf, GPU: *gpu, SkipCPU: *skipCPU}
+		Zipf: *zipf, GPU: *gpu, SkipCPU: *skipCPU, QueuePairs: *queues}
 	cb, err := parseSizeFlag(*cache, "--cache")
 	if err != nil {
 		return err

@@ -24,8 +24,9 @@ type CacheParams struct {
 	CacheBytes uint64
 	// Lines are the line sizes of C1 (default 512, 4096, 8192, 65536).
 	Lines []int
-	// Queues and Depth shape the queue pairs (default 16 and 1024; the
-	// depth is capped so that staging stays at most 16 MiB per queue).
+	// Queues and Depth shape the queue pairs (default
+	// gpuengine.DefaultQueuePairs and DefaultQueueDepth; the depth is
+	// capped so that staging stays at most 16 MiB per queue).
 	Queues, Depth int
 	// Workers is the Target's host threads (default min(GOMAXPROCS, Queues)).
 	Workers int
@@ -56,10 +57,10 @@ func (p *CacheParams) fill() error {
 		}
 	}
 	if p.Queues == 0 {
-		p.Queues = 16
+		p.Queues = gpuengine.DefaultQueuePairs
 	}
 	if p.Depth == 0 {
-		p.Depth = 1024
+		p.Depth = gpuengine.DefaultQueueDepth
 	}
 	if p.Workers == 0 {
 		p.Workers = min(runtime.GOMAXPROCS(0), p.Queues)
@@ -277,6 +278,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	hostCopy := map[int]float64{}
 	samples := map[string][]float64{}
 	amp := map[string]float64{}
+	failed := map[string]string{} // figures of the experimental route that ended in an error
 	for _, line := range p.Lines {
 		a, err := newARig(p.engineConfig(line), ns, n, sum, patternSeedArr)
 		if err != nil {
@@ -307,6 +309,11 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 					return nil, err
 				}
 				v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true)
+				if err != nil && route == gpuengine.RouteCopyEngine {
+					failed[fmt.Sprintf("cold_%s_read_%s_lines_copy_engine", order, kib(line))] = err.Error()
+					p.logf("C1 cold %s %s lines, %s route: failed: %v", order, kib(line), route, err)
+					continue
+				}
 				if err != nil {
 					a.close()
 					return nil, fmt.Errorf("C1 %s %d-byte lines, %s route: %w", order, line, route, err)
@@ -355,6 +362,13 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 					count /= 16 // about 0.2 M fills/s: keep a run short
 				}
 				lk, gb, err := a.coldLookups(ctx, &p.Config, count)
+				if err != nil && v.route == gpuengine.RouteCopyEngine {
+					// The experimental route's failure is a result, not
+					// a reason to drop every other figure of the run.
+					failed["cold_scattered_lookups_4k_lines"+v.suffix] = err.Error()
+					p.logf("C1 cold scattered 8-byte lookups, 4k lines, %s route: failed: %v", v.route, err)
+					continue
+				}
 				if err != nil {
 					a.close()
 					return nil, fmt.Errorf("C1 scattered lookups, %s route%s: %w", v.route, v.suffix, err)
@@ -395,6 +409,9 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["host_copy_ceiling_GBps"] = hcg
 	c1.Params["samples_GBps"] = samples
 	c1.Params["fills_per_line"] = amp
+	if len(failed) > 0 {
+		c1.Params["failed"] = failed
+	}
 	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); random: one warp per line, lines in a pseudo-random permutation, every element read"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
 	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"

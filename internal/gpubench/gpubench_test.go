@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bam-go/bam/internal/cuda"
+	"github.com/bam-go/bam/internal/gpuengine"
 )
 
 func TestPercentileNearestRank(t *testing.T) {
@@ -57,7 +58,7 @@ func TestParamsRejectBadSizes(t *testing.T) {
 		}
 	}
 	var p QueuesParams
-	if err := p.fill(); err != nil || p.Queues != 16 || len(p.Threads) != 6 || p.Runs != 3 {
+	if err := p.fill(); err != nil || p.Queues != gpuengine.DefaultQueuePairs || len(p.Threads) != 6 || p.Runs != 3 {
 		t.Errorf("defaults: %v %+v", err, p)
 	}
 }

@@ -31,14 +31,15 @@ type QueuesParams struct {
 	// Threads are the GPU thread counts of Q1 (default 1Ki 4Ki 16Ki 64Ki
 	// 256Ki 1Mi); Q2 uses those >= 64Ki.
 	Threads []int
-	// Queues is the number of queue pairs of the thread sweep (default 16).
+	// Queues is the number of queue pairs of the thread sweep (default
+	// gpuengine.DefaultQueuePairs).
 	Queues int
 	// QueueSweep are further queue counts measured at SweepThreads
-	// (default 4 and 64).
+	// (default 16 and 128).
 	QueueSweep []int
 	// SweepThreads is the thread count of the queue sweep (default 64Ki).
 	SweepThreads int
-	// Depth is the entries per queue (default 1024).
+	// Depth is the entries per queue (default gpuengine.DefaultQueueDepth).
 	Depth int
 	// Commands is about how many commands one run issues (default 1Mi);
 	// each thread issues ceil(Commands / threads).
@@ -79,16 +80,16 @@ func (p *QueuesParams) fill() error {
 		}
 	}
 	if p.Queues == 0 {
-		p.Queues = 16
+		p.Queues = gpuengine.DefaultQueuePairs
 	}
 	if p.QueueSweep == nil {
-		p.QueueSweep = []int{4, 64}
+		p.QueueSweep = []int{16, 128}
 	}
 	if p.SweepThreads == 0 {
 		p.SweepThreads = 64 << 10
 	}
 	if p.Depth == 0 {
-		p.Depth = 1024
+		p.Depth = gpuengine.DefaultQueueDepth
 	}
 	if p.Commands == 0 {
 		p.Commands = 1 << 20

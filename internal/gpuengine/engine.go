@@ -30,9 +30,11 @@ type Config struct {
 	CacheBytes uint64
 	// Ways is the associativity K. Default 8.
 	Ways int
-	// QueuePairs is the number of NVMe queue pairs. Default 16.
+	// QueuePairs is the number of NVMe queue pairs. Default
+	// DefaultQueuePairs.
 	QueuePairs int
-	// QueueDepth is the entries per queue (a power of two). Default 1024.
+	// QueueDepth is the entries per queue (a power of two). Default
+	// DefaultQueueDepth.
 	QueueDepth int
 	// Timeout bounds every wait of a kernel thread (a completion, a fill by
 	// another thread, a set lock). Default 5s.
@@ -49,9 +51,9 @@ type Config struct {
 	// own a staging copy with too few lanes to share it (a fill for one
 	// lane, a dirty line's write-back) hand it to a copier warp, which
 	// copies it with all 32 lanes (kernels/include/bam/copier.cuh). Default
-	// 64, in blocks of four warps, so that a kernel beside it loses at most
-	// one block on 16 multiprocessors; negative: no copier, such lanes copy
-	// alone.
+	// DefaultFillCopierWarps, in blocks of four warps, so that a kernel
+	// beside it loses at most one block on 32 multiprocessors; negative: no
+	// copier, such lanes copy alone.
 	FillCopierWarps int
 	// TargetWorkers is the number of host threads serving the queues.
 	// Default min(GOMAXPROCS, QueuePairs).
@@ -61,6 +63,24 @@ type Config struct {
 	// Logger receives engine events. Default: discard.
 	Logger *slog.Logger
 }
+
+// The default queue geometry. Sixteen queues of 1024 entries held about
+// 6 M commands/s however many GPU threads submitted: each queue pair
+// completed about 375 K commands/s, one per GPU-host round trip. With the
+// same 16 Ki entries spread over 64 queues, 4 KiB reads into pinned memory
+// went from 24.5 to 52.5 GB/s (12 M commands/s at 64 Ki threads), and kv
+// batch Gets on a table 4x the cache from 5.5 to 6.1 M/s (uniform keys)
+// and 19.3 to 23.3 M/s (Zipf) on the H200 host (bench/results, Q1/Q2/K1).
+// Staging memory, depth x line size per queue, stays what it was.
+//
+// Once the queues delivered 52 GB/s into pinned memory, the fill copier's
+// 64 warps became the limit of 4 KiB reads into device memory: 25 GB/s.
+// 128 warps copied 37.6 GB/s and 256 warps 36.5 GB/s (Q2, same host).
+const (
+	DefaultQueuePairs      = 64
+	DefaultQueueDepth      = 256
+	DefaultFillCopierWarps = 128
+)
 
 func (c *Config) fill() error {
 	if c.LineSize == 0 {
@@ -73,10 +93,10 @@ func (c *Config) fill() error {
 		c.Ways = 8
 	}
 	if c.QueuePairs == 0 {
-		c.QueuePairs = 16
+		c.QueuePairs = DefaultQueuePairs
 	}
 	if c.QueueDepth == 0 {
-		c.QueueDepth = 1024
+		c.QueueDepth = DefaultQueueDepth
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second
@@ -196,7 +216,7 @@ func (e *Engine) init() error {
 	if e.cfg.FillCopierWarps >= 0 {
 		warps := e.cfg.FillCopierWarps
 		if warps == 0 {
-			warps = 64
+			warps = DefaultFillCopierWarps
 		}
 		// Four slots per queue entry: a copy is posted by the owner of a
 		// queue entry, so at most one per entry is outstanding, and posts

@@ -43,6 +43,7 @@ type Params struct {
 	Zipf        float64       // Zipf exponent s > 1 (default 1.1)
 	GPU         bool          // measure the GPU (fails without one)
 	SkipCPU     bool          // skip the CPU-engine figures
+	QueuePairs  int           // NVMe queue pairs of the GPU engine (default: kv.GPUOptions')
 	Log         io.Writer     // progress lines (default: none)
 }
 
@@ -166,6 +167,9 @@ func Run(ctx context.Context, p Params) (*bench.Result, error) {
 	fmt.Fprintf(p.Log, "loaded %d entries into %d buckets (%.1f MiB, load %.2f) in %v\n", entries, info.Buckets,
 		float64(info.Buckets*line)/(1<<20), info.Load, time.Since(t0).Round(time.Millisecond))
 	res.Params["table_bytes"] = info.Buckets * line
+	if p.QueuePairs > 0 {
+		res.Params["gpu_queue_pairs"] = p.QueuePairs
+	}
 
 	// Pebble with the same keys and values, block cache = the GPU cache.
 	t0 = time.Now()
@@ -342,7 +346,7 @@ func cpuGets(ctx context.Context, tb *kv.Table[uint64, Value], entries uint64, z
 // warm-up pass, then timed passes for p.Duration; the first result is
 // checked against the expected values.
 func gpuGets(ctx context.Context, tb *kv.Table[uint64, Value], entries uint64, zipf float64, p Params) (rate, hit float64, device string, err error) {
-	g, err := kv.NewGPU(tb, kv.GPUOptions{CacheBytes: p.CacheBytes})
+	g, err := kv.NewGPU(tb, kv.GPUOptions{CacheBytes: p.CacheBytes, QueuePairs: p.QueuePairs})
 	if err != nil {
 		return 0, 0, "", err
 	}
