@@ -20,7 +20,8 @@ const (
 	// lane copying alone), and under load it moved 0.74 GB/s of 4 KiB
 	// lines against 20.8 GB/s through the fill copier and 10-18 GB/s (45
 	// at 64 KiB) for warps copying their line together (bench/results C1,
-	// L1, Q2).
+	// L1, Q2, 16 queues). With the default 64 queues the gap grew: 0.43
+	// GB/s against 37 GB/s through the fill copier.
 	RouteAuto FillRoute = iota
 	// RouteBounce reads into pinned staging slots; the lanes of the warp
 	// group that asked for the line copy the slot into it together with
@@ -36,7 +37,11 @@ const (
 	// line refilled in between could be overwritten. The bounce route has
 	// no such window (a late completion lands in a quarantined staging
 	// slot). Closing it needs timed-out ways quarantined until the queues
-	// are reset.
+	// are reset. With the default 64 queues, C1's scattered 8-byte lookups
+	// on this route ended in wait timeouts (errors after Config.Timeout,
+	// not hangs) although 16 Ki commands at its 0.1-0.3 M fills/s should
+	// wait well under a second; the cause is not known yet. With 16 queues
+	// of 1024 entries the same run completed.
 	RouteCopyEngine
 )
 
