@@ -74,8 +74,8 @@ func (s *Store) engine() (engine.Engine, error) {
 		g, err := gpuengine.New(gpuengine.Config{
 			LineSize:   int(s.lineSize),
 			CacheBytes: uint64(s.opts.CacheBytes),
-			QueuePairs: s.opts.QueuePairs,
-			QueueDepth: s.opts.QueueDepth,
+			QueuePairs: s.opts.gpuQueuePairs, // zero: the GPU engine's defaults
+			QueueDepth: s.opts.gpuQueueDepth,
 			Logger:     s.log,
 		}, s.dataNamespaces())
 		switch {

@@ -70,7 +70,11 @@ type Options struct {
 	HostTierBytes int64
 
 	// QueuePairs and QueueDepth size the I/O queues of the engine.
-	// QueueDepth must be a power of two. Defaults 8 and 256.
+	// QueueDepth must be a power of two. Defaults 8 and 256 on the CPU
+	// engine; the GPU engine, when they are left zero, takes its own
+	// measured defaults (64 queue pairs of 256 entries: GPU threads
+	// complete about one command per queue pair and host round trip, so
+	// the GPU wants many more queues than host goroutines do).
 	QueuePairs int
 	QueueDepth int
 
@@ -83,11 +87,21 @@ type Options struct {
 
 	// Logger receives the store's diagnostics. Default: discard.
 	Logger *slog.Logger
+
+	// gpuQueuePairs and gpuQueueDepth are QueuePairs and QueueDepth as
+	// the caller gave them, before defaults: zero lets the GPU engine
+	// choose. defaulted marks options withDefaults has already filled.
+	gpuQueuePairs, gpuQueueDepth int
+	defaulted                    bool
 }
 
 // withDefaults returns o with zero fields set to their defaults, or an
 // error wrapping ErrInvalid.
 func (o Options) withDefaults() (Options, error) {
+	if !o.defaulted {
+		o.gpuQueuePairs, o.gpuQueueDepth = o.QueuePairs, o.QueueDepth
+		o.defaulted = true
+	}
 	if o.CacheBytes == 0 {
 		o.CacheBytes = DefaultCacheBytes
 		if ram := totalRAM(); ram > 0 && uint64(o.CacheBytes) > ram/4 {
