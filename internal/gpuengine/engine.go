@@ -66,16 +66,20 @@ type Config struct {
 
 // The default queue geometry. Sixteen queues of 1024 entries held about
 // 6 M commands/s however many GPU threads submitted: each queue pair
-// completed about 375 K commands/s, one per GPU-host round trip. With the
-// same 16 Ki entries spread over 64 queues, 4 KiB reads into pinned memory
-// went from 24.5 to 52.5 GB/s (12 M commands/s at 64 Ki threads), and kv
-// batch Gets on a table 4x the cache from 5.5 to 6.1 M/s (uniform keys)
-// and 19.3 to 23.3 M/s (Zipf) on the H200 host (bench/results, Q1/Q2/K1).
-// Staging memory, depth x line size per queue, stays what it was.
+// completed about 375 K commands/s, about one per GPU-host round trip
+// (2.8 µs). With the same 16 Ki entries spread over 64 queues, 4 KiB
+// reads into pinned memory went from 24.5 to 52.5 GB/s (12 M commands/s
+// at 64 Ki threads), and kv batch Gets on a table 4x the cache from 5.5 to
+// 6.1 M/s (uniform keys) and 19.3 to 23.3 M/s (Zipf) on the H200 host
+// (bench/results, Q1/Q2/K1). Staging memory, depth x line size per queue,
+// stays what it was. Below about 4 Ki GPU threads, fewer threads share
+// each queue and 16 queues did better (2.6 against 1.6 M commands/s at
+// 1 Ki threads).
 //
 // Once the queues delivered 52 GB/s into pinned memory, the fill copier's
 // 64 warps became the limit of 4 KiB reads into device memory: 25 GB/s.
-// 128 warps copied 37.6 GB/s and 256 warps 36.5 GB/s (Q2, same host).
+// 128 warps copied 37.6 GB/s and 256 warps 36.5 GB/s (Q2, same host);
+// with 128, kv's uniform Gets reached 7.6 M/s and Zipf 24.7 M/s (K1).
 const (
 	DefaultQueuePairs      = 64
 	DefaultQueueDepth      = 256
