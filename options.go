@@ -72,8 +72,8 @@ type Options struct {
 	// QueuePairs and QueueDepth size the I/O queues of the engine.
 	// QueueDepth must be a power of two. Defaults 8 and 256 on the CPU
 	// engine; the GPU engine, when they are left zero, takes its own
-	// measured defaults (64 queue pairs of 256 entries: GPU threads
-	// complete about one command per queue pair and host round trip, so
+	// measured defaults (64 queue pairs of 256 entries: on the H200 host
+	// each queue pair completed only about 375 K GPU commands a second, so
 	// the GPU wants many more queues than host goroutines do).
 	QueuePairs int
 	QueueDepth int

@@ -682,10 +682,11 @@ const idlePolls = 256
 // poll reads the worker's SQ doorbells until one has commands, at most
 // idlePolls times, then yields once. Yielding on every pass instead
 // (runtime.Gosched) makes each pass take the scheduler's global lock: with
-// 16 idle workers that lock convoy took a fifth of the host's CPU time in
-// a profile of Q1 on the H200, and a worker queued behind it came back to
-// a rung doorbell late. The occasional yield still lets other goroutines
-// run on this worker's thread without waiting for preemption.
+// 16 idle workers that lock convoy took about a fifth of the process's CPU
+// time in a profile of Q1 on the H200, and a worker queued behind it can
+// come back to a rung doorbell late. The occasional yield still lets
+// other goroutines run on this worker's thread without waiting for
+// preemption.
 func (w *worker) poll() {
 	for range idlePolls {
 		if w.pending() {
