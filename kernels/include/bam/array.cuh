@@ -98,10 +98,11 @@ __device__ __forceinline__ constexpr u32 elem_shift() {
 	return sizeof(T) == 1 ? 0 : sizeof(T) == 2 ? 1 : sizeof(T) == 4 ? 2 : sizeof(T) == 8 ? 3 : 4;
 }
 
-// split returns element i's line and its byte offset in the line.
+// split returns element i's line and its byte offset in the line, for
+// lines of 2^line_shift bytes.
 template <typename T>
-__device__ __forceinline__ u64 split(const array_desc &d, u64 i, u64 *off) {
-	const u32 shift = static_cast<u32>(d.line_shift) - elem_shift<T>();
+__device__ __forceinline__ u64 split(u32 line_shift, u64 i, u64 *off) {
+	const u32 shift = line_shift - elem_shift<T>();
 	*off = (i & ((1ull << shift) - 1)) << elem_shift<T>();
 	return i >> shift;
 }
@@ -144,6 +145,75 @@ __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::
 	if (g.is_leader()) cache::finish_fill(d, h);
 }
 
+// hit_fields are the descriptor fields of the hit path, loaded once per
+// access, all at once: the cache protocol's asm statements clobber memory,
+// so a field read through the descriptor at each use would be loaded again
+// after every one of them, each load a round trip once an acquire has
+// invalidated the L1 cache.
+struct hit_fields {
+	const u64 *tags;
+	unsigned char *recs;
+	unsigned char *data;
+	u64 sets;
+	u64 ways;
+	u32 line_shift;
+
+	__device__ __forceinline__ explicit hit_fields(const array_desc &d) {
+		unsigned char *meta = reinterpret_cast<unsigned char *>(d.cache_meta);
+		tags = reinterpret_cast<const u64 *>(meta + d.tags_off);
+		recs = meta + d.ways_off;
+		data = reinterpret_cast<unsigned char *>(d.cache_data);
+		sets = d.sets;
+		ways = d.ways;
+		line_shift = static_cast<u32>(d.line_shift);
+	}
+
+	__device__ __forceinline__ unsigned char *line(u64 way) const { return data + (way << line_shift); }
+};
+
+// slot is the way a group holds and whether it holds one.
+struct slot {
+	u64 way;
+	u32 ok;
+};
+
+// probe_group has the leader of group g (lanes wanting line) probe the
+// cache for a hit (cache::probe_hit), with no call and no wait beyond the
+// probe's own loads and fetch_add.
+__device__ __forceinline__ cache::probe probe_group(const array_desc &d, const hit_fields &f, const coalesce::group &g, u64 line, u64 *tag) {
+	cache::probe p{~0ull, 0, 0};
+	if (g.is_leader()) {
+		*tag = cache::locate(d, line).tag;
+		p = cache::probe_hit(f.tags, f.recs, f.sets, f.ways, *tag, g.count);
+	}
+	return p;
+}
+
+// settle_probe ends the leader's probe: a confirmed hit is marked for the
+// clock, anything else gives back the references the probe took.
+__device__ __forceinline__ void settle_probe(const hit_fields &f, const coalesce::group &g, const cache::probe &p, u32 ok, u64 way) {
+	if (!g.is_leader()) return;
+	if (ok) {
+		cache::mark_hit(f.recs, way);
+	} else {
+		cache::unprobe(f.recs, p, g.count);
+	}
+}
+
+// acquire_slow is the rest of an access whose group's probe found no
+// plain hit: the leader runs the full protocol (a miss, a fill in flight, a
+// tag changing under it), the group copies a fill left pending, and every
+// lane learns the way. Lanes of groups that hit pass through with s. All
+// lanes of the access call it together; it is out of line so that the hit
+// path keeps few registers.
+__device__ __noinline__ slot acquire_slow(const array_desc &d, coalesce::group g, u64 line, u64 index, slot s) {
+	if (s.ok) return s;
+	cache::handle h{0, false, 0, 0, 0};
+	if (g.is_leader()) h = cache::acquire_deferred(d, cache::locate(d, line), g.count, index);
+	group_fill(d, g, h);
+	return slot{g.broadcast(h.way), g.broadcast(static_cast<u32>(h.ok))};
+}
+
 template <typename T>
 class array {
    public:
@@ -161,26 +231,39 @@ class array {
 	__device__ __forceinline__ T operator[](u64 i) const { return read(i); }
 
 	// read returns element i (T{} after a recorded failure).
+	//
+	// A hit costs the group's leader one round of tag loads and one
+	// fetch_add; every lane loads its element as soon as the fetch_add
+	// shows the line resident, while the leader's re-check of the tag is
+	// still in flight, and keeps it when the re-check confirms the hit.
 	__device__ T read(u64 i) const {
 		const array_desc &d = *desc;
-		if (i >= d.elem_count) {
+		const u64 count = d.elem_count;
+		const hit_fields f(d);
+		if (i >= count) {
 			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return T{};
 		}
 		u64 off;
-		const u64 line = detail::split<T>(d, i, &off);
+		const u64 line = detail::split<T>(f.line_shift, i, &off);
 		const u32 active = __activemask();
 		const coalesce::group g = coalesce::by(active, line);
 		count_groups(d, active, g);
-		cache::handle h{0, false, 0, 0, 0};
-		if (g.is_leader()) h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
-		group_fill(d, g, h);
-		const u64 way = g.broadcast(h.way);
-		const u32 ok = g.broadcast(static_cast<u32>(h.ok));
+		u64 tag = 0;
+		const cache::probe p = probe_group(d, f, g, line, &tag);
+		slot s{g.broadcast(p.way), 0};
 		T v{};
-		if (ok) v = detail::load_line<T>(cache::line_data(d, way) + off);
+		if (g.broadcast(static_cast<u32>(p.held()))) v = detail::load_line<T>(f.line(s.way) + off);
+		s.ok = g.broadcast(static_cast<u32>(p.confirmed(tag)));
+		settle_probe(f, g, p, s.ok, s.way);
+		if (__any_sync(active, !s.ok)) {
+			const u32 hit = s.ok;
+			s = acquire_slow(d, g, line, i, s);
+			if (!hit && s.ok) v = detail::load_line<T>(f.line(s.way) + off);
+			if (!s.ok) v = T{};
+		}
 		__syncwarp(g.mask);
-		if (ok && g.is_leader()) cache::release(d, way, g.count, false);
+		if (s.ok && g.is_leader()) cache::release(f.recs, s.way, g.count, false);
 		return v;
 	}
 
@@ -188,87 +271,118 @@ class array {
 	// storage on eviction or Flush.
 	__device__ void write(u64 i, const T &v) const {
 		const array_desc &d = *desc;
-		if (i >= d.elem_count) {
+		const u64 count = d.elem_count;
+		const hit_fields f(d);
+		if (i >= count) {
 			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return;
 		}
 		u64 off;
-		const u64 line = detail::split<T>(d, i, &off);
+		const u64 line = detail::split<T>(f.line_shift, i, &off);
 		const u32 active = __activemask();
 		const coalesce::group g = coalesce::by(active, line);
 		count_groups(d, active, g);
-		cache::handle h{0, false, 0, 0, 0};
-		if (g.is_leader()) h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
-		group_fill(d, g, h);
-		const u64 way = g.broadcast(h.way);
-		const u32 ok = g.broadcast(static_cast<u32>(h.ok));
-		if (ok) detail::store_line<T>(cache::line_data(d, way) + off, v);
+		u64 tag = 0;
+		const cache::probe p = probe_group(d, f, g, line, &tag);
+		// A store waits for the confirmed hit: it must not land in a line
+		// that is not the tag's.
+		slot s{g.broadcast(p.way), g.broadcast(static_cast<u32>(p.confirmed(tag)))};
+		settle_probe(f, g, p, s.ok, s.way);
+		if (__any_sync(active, !s.ok)) s = acquire_slow(d, g, line, i, s);
+		if (s.ok) detail::store_line<T>(f.line(s.way) + off, v);
 		__syncwarp(g.mask);
-		if (ok && g.is_leader()) cache::release(d, way, g.count, true);
+		if (s.ok && g.is_leader()) cache::release(f.recs, s.way, g.count, true);
 	}
 };
+
+// ref_drop gives back the lines the lanes of mask hold (held, way): the
+// lanes holding the same way release it with one atomic.
+__device__ __noinline__ void ref_drop(const array_desc *desc, u32 mask, bool held, u64 way) {
+	const coalesce::group g = coalesce::by(mask, held ? way : ~0ull);
+	if (held && g.is_leader()) cache::release(*desc, way, g.count, false);
+}
+
+// ref_move moves the array_refs of the lanes that call it together to
+// line (element index's): the lines they held are given back (grouped by
+// way), and the lanes wanting the same line take it with one probe, or the
+// full protocol when the probe finds no plain hit.
+__device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 index, bool held, u64 way) {
+	const array_desc &d = *desc;
+	const hit_fields f(d);
+	const u32 movers = __activemask();
+	if (__any_sync(movers, held)) ref_drop(desc, movers, held, way);
+	const coalesce::group g = coalesce::by(movers, line);
+	count_groups(d, movers, g);
+	u64 tag = 0;
+	const cache::probe p = probe_group(d, f, g, line, &tag);
+	slot s{g.broadcast(p.way), g.broadcast(static_cast<u32>(p.confirmed(tag)))};
+	settle_probe(f, g, p, s.ok, s.way);
+	if (__any_sync(movers, !s.ok)) s = acquire_slow(d, g, line, index, s);
+	return s;
+}
 
 // array_ref keeps one line referenced across a thread's consecutive reads.
 // Lanes that move to a new line at the same call are grouped: one release
 // per old line, one acquire per new line. Call release() (or let the
 // destructor run) before the kernel ends; all lanes of a warp that use
-// array_refs should call operator[] together for the grouping to pay.
+// array_refs should call operator[] and release() together for the
+// grouping to pay.
 template <typename T>
 class array_ref {
 	const array_desc *desc_;
-	u64 line_;
-	u64 way_;
+	const unsigned char *base_;  // the held line's bytes
+	u64 line_;                   // the held line
+	u64 way_;                    // its way
+	u64 count_;                  // elements in the array
+	u32 shift_;                  // log2 of elements per line
 	bool held_;
 
-	__device__ void drop(u32 mask) {
-		// group the lanes of mask that hold a line by way; one release each
-		const u64 key = held_ ? way_ : ~0ull;
-		const coalesce::group g = coalesce::by(mask, key);
-		if (held_ && g.is_leader()) cache::release(*desc_, way_, g.count, false);
+	// drop gives back the held lines of the lanes of mask, one atomic per
+	// line for the lanes holding the same one.
+	__device__ __forceinline__ void drop(u32 mask) {
+		ref_drop(desc_, mask, held_, way_);
 		held_ = false;
 	}
 
    public:
-	__device__ explicit array_ref(array<T> a) : desc_(a.desc), line_(~0ull), way_(0), held_(false) {}
+	__device__ explicit array_ref(array<T> a)
+	    : desc_(a.desc),
+	      base_(nullptr),
+	      line_(~0ull),
+	      way_(0),
+	      count_(a.desc->elem_count),
+	      shift_(static_cast<u32>(a.desc->line_shift) - detail::elem_shift<T>()),
+	      held_(false) {}
 	__device__ ~array_ref() { release(); }
 	array_ref(const array_ref &) = delete;
 	array_ref &operator=(const array_ref &) = delete;
 
-	__device__ T operator[](u64 i) {
-		const array_desc &d = *desc_;
-		if (i >= d.elem_count) {
-			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+	__device__ __forceinline__ T operator[](u64 i) {
+		if (i >= count_) {
+			detail::record_error(*desc_, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return T{};
 		}
-		u64 off;
-		const u64 line = detail::split<T>(d, i, &off);
+		const u64 line = i >> shift_;
+		const u64 off = (i & ((1ull << shift_) - 1)) << detail::elem_shift<T>();
 		// The held line: no warp-wide work, no metadata, one load.
-		if (held_ && line == line_) return detail::load_line<T>(cache::line_data(d, way_) + off);
-		{
-			// The lanes that move to another line at this call, together.
-			const u32 movers = __activemask();
-			drop(movers);
-			const coalesce::group g = coalesce::by(movers, line);
-			count_groups(d, movers, g);
-			cache::handle h{0, false, 0, 0, 0};
-			if (g.is_leader()) h = cache::acquire_hit(d, cache::locate(d, line), g.count, i);
-			group_fill(d, g, h);
-			const u64 way = g.broadcast(h.way);
-			const u32 ok = g.broadcast(static_cast<u32>(h.ok));
-			if (!ok) return T{};
-			held_ = true;
+		if (!(held_ && line == line_)) {
+			// Out of line, with the ref's fields passed by value, so that
+			// they stay in registers on this path.
+			const slot s = ref_move(desc_, line, i, held_, way_);
+			held_ = s.ok;
+			if (!held_) return T{};
 			line_ = line;
-			way_ = way;
+			way_ = s.way;
+			base_ = reinterpret_cast<const unsigned char *>(desc_->cache_data) + (s.way << desc_->line_shift);
 		}
-		return detail::load_line<T>(cache::line_data(d, way_) + off);
+		return detail::load_line<T>(base_ + off);
 	}
 
-	// release drops the held line (each lane its own reference).
-	__device__ void release() {
-		if (held_) {
-			cache::release(*desc_, way_, 1, false);
-			held_ = false;
-		}
+	// release drops the held line: the lanes that call it together and
+	// hold the same line give it back with one atomic.
+	__device__ __forceinline__ void release() {
+		const u32 mask = __activemask();
+		if (__any_sync(mask, held_)) drop(mask);
 	}
 };
 

@@ -83,6 +83,22 @@ __device__ __forceinline__ where locate(const array_desc &d, u64 l) {
 	return w;
 }
 
+// find_way returns the way of the K ways from base that holds tag, or ~0.
+// The tags are loaded eight at a time before any is compared, so a set of
+// up to eight ways costs one round trip to L2 instead of one per way.
+__device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 tag) {
+	for (u64 k0 = 0; k0 < K; k0 += 8) {
+		u64 t[8];
+#pragma unroll
+		for (u32 j = 0; j < 8; j++) t[j] = k0 + j < K ? detail::ld_relaxed_gpu(tags + base + k0 + j) : static_cast<u64>(C::TagEmpty);
+#pragma unroll
+		for (u32 j = 0; j < 8; j++) {
+			if (t[j] == tag) return base + k0 + j;
+		}
+	}
+	return ~0ull;
+}
+
 // pick_queue spreads warps over the queue pairs.
 __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
 	const u64 warp = global_thread_id() >> 5;
@@ -194,13 +210,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		}
 		if (round > 0 && detail::failed(d)) return h;  // another thread failed: unwind fast
 		// 1. scan
-		u64 g = ~0ull;
-		for (u64 k = 0; k < K; k++) {
-			if (detail::ld_relaxed_gpu(tag_at(d, base + k)) == w.tag) {
-				g = base + k;
-				break;
-			}
-		}
+		u64 g = find_way(tag_at(d, 0), base, K, w.tag);
 		bool miss = g == ~0ull;
 		if (!miss) {
 			// 2. speculative reference, then re-check the tag
@@ -464,32 +474,72 @@ __device__ __forceinline__ handle acquire(const array_desc &d, const where &w, u
 	return h;
 }
 
+// probe is the first half of a hit, taken by a group's leader without any
+// call: the way found for the tag, the state word before the leader's
+// fetch_add on it, and the tag read again after that fetch_add.
+struct probe {
+	u64 way;        // the way whose tag matched, ~0 when none did
+	u32 old;        // state before the fetch_add (when way != ~0)
+	u64 tag_after;  // the way's tag after the fetch_add (when way != ~0)
+
+	// held: the fetch_add found the way VALID and not BUSY, so the line
+	// cannot be evicted while the references are held and its data may be
+	// loaded. The load is the tag's data only once confirmed also holds.
+	__device__ __forceinline__ bool held() const { return way != ~0ull && (old & (state_valid | state_busy)) == state_valid; }
+	__device__ __forceinline__ bool confirmed(u64 tag) const { return held() && tag_after == tag; }
+};
+
+// probe_hit scans the set of tag (from the fields of v, loaded once by the
+// caller) and, when a way holds the tag, takes n references on it and
+// re-reads its tag (gpucache/doc.go, hit steps 1-3). The caller loads the
+// line as soon as held() and keeps it when confirmed(tag); otherwise it
+// calls unprobe and takes the full protocol.
+__device__ __forceinline__ probe probe_hit(const u64 *tags, unsigned char *recs, u64 sets, u64 K, u64 tag, u32 n) {
+	probe p{find_way(tags, set_of(tag, sets) * K, K, tag), 0, 0};
+	if (p.way == ~0ull) return p;
+	u32 *state = reinterpret_cast<u32 *>(recs + p.way * C::WayStride + C::WayStateOffset);
+	p.old = detail::atomic_add_acquire(state, n);
+	// Issued right after the fetch_add, so it overlaps the caller's data
+	// load instead of preceding it.
+	p.tag_after = detail::ld_relaxed_gpu(tags + p.way);
+	return p;
+}
+
+// unprobe undoes a probe that was not confirmed; mark_hit records a
+// confirmed one for the clock (a plain store: the bit only ever goes to 1
+// on a hit, so it needs no read first, and nothing waits on it).
+__device__ __forceinline__ void unprobe(unsigned char *recs, const probe &p, u32 n) {
+	if (p.way != ~0ull) atomicSub(reinterpret_cast<u32 *>(recs + p.way * C::WayStride + C::WayStateOffset), n);
+}
+__device__ __forceinline__ void mark_hit(unsigned char *recs, u64 way) {
+	detail::st_relaxed_gpu(reinterpret_cast<u32 *>(recs + way * C::WayStride + C::WayClockOffset), 1u);
+}
+
 // acquire_hit is the inlined hit path of acquire_deferred (a fill may be
 // left pending: finish it with complete or a group copy): scan the set, take the
 // references, and return if the line is resident; anything else (a miss, a
 // fill in flight, a tag changing under us) goes to the full protocol.
 __device__ __forceinline__ handle acquire_hit(const array_desc &d, const where &w, u32 n, u64 index) {
-	const u64 K = d.ways;
-	const u64 base = set_of(w.tag, d.sets) * K;
-	for (u64 k = 0; k < K; k++) {
-		const u64 g = base + k;
-		if (detail::ld_relaxed_gpu(tag_at(d, g)) != w.tag) continue;
-		const u32 old = detail::atomic_add_acquire(state_at(d, g), n);
-		if ((old & state_valid) && !(old & state_busy) && detail::ld_relaxed_gpu(tag_at(d, g)) == w.tag) {
-			if (detail::ld_relaxed_gpu(clock_at(d, g)) == 0) detail::st_relaxed_gpu(clock_at(d, g), 1u);
-			return handle{g, true, 0, 0, 0};
-		}
-		atomicSub(state_at(d, g), n);
-		break;
+	unsigned char *meta = reinterpret_cast<unsigned char *>(d.cache_meta);
+	unsigned char *recs = meta + d.ways_off;
+	const probe p = probe_hit(reinterpret_cast<const u64 *>(meta + d.tags_off), recs, d.sets, d.ways, w.tag, n);
+	if (p.confirmed(w.tag)) {
+		mark_hit(recs, p.way);
+		return handle{p.way, true, 0, 0, 0};
 	}
+	unprobe(recs, p, n);
 	return acquire_deferred(d, w, n, index);
 }
 
 // release drops n references; a writer marks the line dirty first, after
 // its stores (so Flush never clears DIRTY over an unwritten store).
+__device__ __forceinline__ void release(unsigned char *recs, u64 g, u32 n, bool dirty) {
+	u32 *state = reinterpret_cast<u32 *>(recs + g * C::WayStride + C::WayStateOffset);
+	if (dirty) detail::atomic_or_release(state, state_dirty);
+	detail::atomic_sub_release(state, n);
+}
 __device__ __forceinline__ void release(const array_desc &d, u64 g, u32 n, bool dirty) {
-	if (dirty) detail::atomic_or_release(state_at(d, g), state_dirty);
-	detail::atomic_sub_release(state_at(d, g), n);
+	release(reinterpret_cast<unsigned char *>(d.cache_meta) + d.ways_off, g, n, dirty);
 }
 
 // write_back_way writes way g back if it is VALID and DIRTY and nobody holds

@@ -146,10 +146,16 @@ __device__ __forceinline__ bool failed(const array_desc &d) {
 	return *reinterpret_cast<volatile u32 *>(&reinterpret_cast<error_record *>(d.error)->count) != 0;
 }
 
+// count adds n to a statistics counter: a reduction with no result, on a
+// global address, so the thread neither waits for it nor checks, as a
+// generic 64-bit atomicAdd would, whether the address is shared memory.
+// No memory clobber: a counter orders nothing, and the compiler may keep
+// descriptor fields in registers across it.
 __device__ __forceinline__ void count(const array_desc &d, u32 counter, u64 n) {
 	if (d.stats == 0) return;
-	u64 *s = reinterpret_cast<u64 *>(d.stats);
-	atomicAdd(&s[(smid() % L::StatsSlots) * L::StatsCounters + counter], n);
+	u64 *s = reinterpret_cast<u64 *>(d.stats) + (smid() % L::StatsSlots) * L::StatsCounters + counter;
+	asm volatile(
+	    "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %0;\n\tred.relaxed.gpu.global.add.u64 [g], %1;\n\t}" ::"l"(s), "l"(n));
 }
 
 }  // namespace detail
