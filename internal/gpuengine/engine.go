@@ -427,6 +427,11 @@ func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg 
 	if closed {
 		return 0, ErrClosed
 	}
+	// A call whose context has already ended does no work, whatever its
+	// size (a small kernel would finish before the wait looks at ctx).
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	var start, end *cuda.Event
 	if timed {
 		var err error
