@@ -59,6 +59,11 @@
 //     longer tag, the way was reassigned after the scan: fetch_sub(n) and
 //     start over (§5: a speculative fetch_add on a changed tag is undone).
 //  3. old VALID and not BUSY: hit. Set the clock bit if clear; use the line.
+//     (Once old shows VALID and not BUSY, no owner can claim the way until
+//     the references are dropped, so its tag and data are fixed from the
+//     fetch_add on: device code loads the element right after the fetch_add,
+//     while the re-read of step 2 is in flight, and keeps it only if that
+//     re-read shows tag. It stores the clock bit without reading it first.)
 //  4. old VALID and BUSY: the line is being evicted or written back by an
 //     exclusive owner. fetch_sub(n), back off, start over.
 //  5. old neither VALID nor BUSY: a failed fill left the tag behind.
