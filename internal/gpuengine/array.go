@@ -7,6 +7,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/bam-go/bam/gpucache"
 	"github.com/bam-go/bam/internal/cuda"
 )
 
@@ -72,7 +73,13 @@ func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
 		a.free()
 		return nil, err
 	}
-	d := e.encodeDesc(spec.ElemSize, spec.Len, n, a.stripe.Ptr(), a.stripe.Ptr().Add(8*n))
+	var firstTag uint64
+	if n == 1 {
+		// Line l of the object is line StartLine+l of the namespace: its
+		// tag is firstTag + l (the line index sits in the tag's low bits).
+		firstTag = uint64(spec.Stripe[0].Namespace)<<gpucache.TagNamespaceShift | spec.Stripe[0].StartLine
+	}
+	d := e.encodeDesc(spec.ElemSize, spec.Len, n, a.stripe.Ptr(), a.stripe.Ptr().Add(8*n), firstTag)
 	if err := a.desc.Write(0, d); err != nil {
 		a.free()
 		return nil, err

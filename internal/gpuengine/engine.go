@@ -314,7 +314,7 @@ func (e *Engine) init() error {
 	if e.cacheDesc, err = e.ctx.Alloc(ArrayDescBytes); err != nil {
 		return err
 	}
-	return e.cacheDesc.Write(0, e.encodeDesc(1, 1, 0, 0, 0))
+	return e.cacheDesc.Write(0, e.encodeDesc(1, 1, 0, 0, 0, 0))
 }
 
 // resetCache empties the cache: all metadata zero, both tag arrays TagEmpty.
@@ -330,8 +330,9 @@ func (e *Engine) resetCache() error {
 }
 
 // encodeDesc builds an array descriptor (see layout.go) for an array whose
-// stripe arrays are at stripeStart/stripeIndex.
-func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripeIndex cuda.DevicePtr) []byte {
+// stripe arrays are at stripeStart/stripeIndex; firstTag is the tag of
+// line 0 when nns is 1.
+func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripeIndex cuda.DevicePtr, firstTag uint64) []byte {
 	b := make([]byte, ArrayDescBytes)
 	put := func(off int, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }
 	K := uint32(e.cfg.Ways)
@@ -351,6 +352,9 @@ func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripe
 	put(ArrayNNSOffset, nns)
 	put(ArrayNSStartOffset, uint64(stripeStart))
 	put(ArrayNSIndexOffset, uint64(stripeIndex))
+	if nns == 1 {
+		put(ArrayFirstTagOffset, firstTag)
+	}
 	put(ArrayLBAShiftOffset, uint64(e.lbaShift))
 	put(ArrayElemCountOffset, elemCount)
 	put(ArrayElemSizeOffset, elemSize)

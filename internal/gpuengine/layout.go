@@ -31,7 +31,8 @@ const (
 	ArrayDirectBelowOffset = 160 // fills by groups of fewer lanes than this, and all write-backs when it is not 0, go through the copy engine
 	ArrayCopierOffset      = 168 // device pointer: the fill copier's ring (CopierRing*), 0 when there is none
 	ArrayCopyBelowOffset   = 176 // staging copies of groups of fewer lanes than this (and of write-backs) go to the copier
-	ArrayDescBytes         = 184
+	ArrayFirstTagOffset    = 184 // when nns == 1: the tag of line 0 (line l's tag is this + l), so a hit needs no stripe lookup; else 0
+	ArrayDescBytes         = 192
 
 	// Fill copier ring (device memory): bounded multi-producer,
 	// multi-consumer ring of copy jobs. Threads that own a staging copy post
@@ -140,6 +141,7 @@ func Layout() layout.Group {
 			c("ArrayDirectBelowOffset", ArrayDirectBelowOffset, "Array descriptor: copy-engine route below this group size."),
 			c("ArrayCopierOffset", ArrayCopierOffset, "Array descriptor: fill copier ring, 0 for none."),
 			c("ArrayCopyBelowOffset", ArrayCopyBelowOffset, "Array descriptor: copier for groups smaller than this."),
+			c("ArrayFirstTagOffset", ArrayFirstTagOffset, "Array descriptor: tag of line 0 when the object lies on one namespace (line l's tag is this + l); 0 otherwise."),
 			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
 			c("CopierTailOffset", CopierTailOffset, "Copier ring: u64 next ticket to post."),
 			c("CopierStopOffset", CopierStopOffset, "Copier ring: u32 stop epoch."),

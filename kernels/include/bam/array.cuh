@@ -156,6 +156,8 @@ struct hit_fields {
 	unsigned char *data;
 	u64 sets;
 	u64 ways;
+	u64 nns;
+	u64 first_tag;
 	u32 line_shift;
 
 	__device__ __forceinline__ explicit hit_fields(const array_desc &d) {
@@ -165,6 +167,8 @@ struct hit_fields {
 		data = reinterpret_cast<unsigned char *>(d.cache_data);
 		sets = d.sets;
 		ways = d.ways;
+		nns = d.nns;
+		first_tag = d.first_tag;
 		line_shift = static_cast<u32>(d.line_shift);
 	}
 
@@ -183,7 +187,8 @@ struct slot {
 __device__ __forceinline__ cache::probe probe_group(const array_desc &d, const hit_fields &f, const coalesce::group &g, u64 line, u64 *tag) {
 	cache::probe p{~0ull, 0, 0};
 	if (g.is_leader()) {
-		*tag = cache::locate(d, line).tag;
+		// One namespace: the tag without the stripe arrays' round trip.
+		*tag = f.nns == 1 ? f.first_tag + line : cache::locate(d, line).tag;
 		p = cache::probe_hit(f.tags, f.recs, f.sets, f.ways, *tag, g.count);
 	}
 	return p;

@@ -72,6 +72,9 @@ struct array_desc {
 	// kernel instead of by the few lanes that own it.
 	u64 copier;
 	u64 copy_below;
+	// The tag of line 0 when the object lies on one namespace (nns == 1):
+	// line l's tag is first_tag + l, so a hit needs no stripe lookup.
+	u64 first_tag;
 };
 
 namespace L = layout::engine;
@@ -123,6 +126,7 @@ BAM_CHECK_OFFSET(array_desc, policy, L::ArrayPolicyOffset);
 BAM_CHECK_OFFSET(array_desc, direct_below, L::ArrayDirectBelowOffset);
 BAM_CHECK_OFFSET(array_desc, copier, L::ArrayCopierOffset);
 BAM_CHECK_OFFSET(array_desc, copy_below, L::ArrayCopyBelowOffset);
+BAM_CHECK_OFFSET(array_desc, first_tag, L::ArrayFirstTagOffset);
 static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagrees with layout.go");
 #undef BAM_CHECK_OFFSET
 #endif

@@ -179,8 +179,11 @@ inline constexpr unsigned long long ArrayDirectBelowOffset = 160ull;
 inline constexpr unsigned long long ArrayCopierOffset = 168ull;
 /// Array descriptor: copier for groups smaller than this.
 inline constexpr unsigned long long ArrayCopyBelowOffset = 176ull;
+/// Array descriptor: tag of line 0 when the object lies on one namespace (line l's tag is this
+/// + l); 0 otherwise.
+inline constexpr unsigned long long ArrayFirstTagOffset = 184ull;
 /// Size of the array descriptor.
-inline constexpr unsigned long long ArrayDescBytes = 184ull;
+inline constexpr unsigned long long ArrayDescBytes = 192ull;
 /// Copier ring: u64 next ticket to post.
 inline constexpr unsigned long long CopierTailOffset = 128ull;
 /// Copier ring: u32 stop epoch.
