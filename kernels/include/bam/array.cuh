@@ -219,6 +219,22 @@ __device__ __noinline__ slot acquire_slow(const array_desc &d, coalesce::group g
 	return slot{g.broadcast(h.way), g.broadcast(static_cast<u32>(h.ok))};
 }
 
+// take_line has the lanes of mask that want line take it: grouped by
+// line (*g is the calling lane's group), one probe by each group's leader,
+// and the full protocol for groups whose probe found no plain hit. A lane
+// may use the line only once it holds it: the probe's hit is confirmed
+// before the way is handed out.
+__device__ __forceinline__ slot take_line(const array_desc &d, const hit_fields &f, u32 mask, u64 line, u64 index, coalesce::group *g) {
+	*g = coalesce::by(mask, line);
+	count_groups(d, mask, *g);
+	u64 tag = 0;
+	const cache::probe p = probe_group(d, f, *g, line, &tag);
+	slot s{g->broadcast(p.way), g->broadcast(static_cast<u32>(p.confirmed(tag)))};
+	settle_probe(f, *g, p, s.ok, s.way);
+	if (__any_sync(mask, !s.ok)) s = acquire_slow(d, *g, line, index, s);
+	return s;
+}
+
 template <typename T>
 class array {
    public:
@@ -284,16 +300,10 @@ class array {
 		}
 		u64 off;
 		const u64 line = detail::split<T>(f.line_shift, i, &off);
-		const u32 active = __activemask();
-		const coalesce::group g = coalesce::by(active, line);
-		count_groups(d, active, g);
-		u64 tag = 0;
-		const cache::probe p = probe_group(d, f, g, line, &tag);
-		// A store waits for the confirmed hit: it must not land in a line
-		// that is not the tag's.
-		slot s{g.broadcast(p.way), g.broadcast(static_cast<u32>(p.confirmed(tag)))};
-		settle_probe(f, g, p, s.ok, s.way);
-		if (__any_sync(active, !s.ok)) s = acquire_slow(d, g, line, i, s);
+		// Unlike a read, a store waits for the confirmed hit: it must not
+		// land in a line that is not the tag's.
+		coalesce::group g;
+		const slot s = take_line(d, f, __activemask(), line, i, &g);
 		if (s.ok) detail::store_line<T>(f.line(s.way) + off, v);
 		__syncwarp(g.mask);
 		if (s.ok && g.is_leader()) cache::release(f.recs, s.way, g.count, true);
@@ -316,14 +326,8 @@ __device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 inde
 	const hit_fields f(d);
 	const u32 movers = __activemask();
 	if (__any_sync(movers, held)) ref_drop(desc, movers, held, way);
-	const coalesce::group g = coalesce::by(movers, line);
-	count_groups(d, movers, g);
-	u64 tag = 0;
-	const cache::probe p = probe_group(d, f, g, line, &tag);
-	slot s{g.broadcast(p.way), g.broadcast(static_cast<u32>(p.confirmed(tag)))};
-	settle_probe(f, g, p, s.ok, s.way);
-	if (__any_sync(movers, !s.ok)) s = acquire_slow(d, g, line, index, s);
-	return s;
+	coalesce::group g;
+	return take_line(d, f, movers, line, index, &g);
 }
 
 // array_ref keeps one line referenced across a thread's consecutive reads.
