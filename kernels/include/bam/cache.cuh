@@ -515,22 +515,6 @@ __device__ __forceinline__ void mark_hit(unsigned char *recs, u64 way) {
 	detail::st_relaxed_gpu(reinterpret_cast<u32 *>(recs + way * C::WayStride + C::WayClockOffset), 1u);
 }
 
-// acquire_hit is the inlined hit path of acquire_deferred (a fill may be
-// left pending: finish it with complete or a group copy): scan the set, take the
-// references, and return if the line is resident; anything else (a miss, a
-// fill in flight, a tag changing under us) goes to the full protocol.
-__device__ __forceinline__ handle acquire_hit(const array_desc &d, const where &w, u32 n, u64 index) {
-	unsigned char *meta = reinterpret_cast<unsigned char *>(d.cache_meta);
-	unsigned char *recs = meta + d.ways_off;
-	const probe p = probe_hit(reinterpret_cast<const u64 *>(meta + d.tags_off), recs, d.sets, d.ways, w.tag, n);
-	if (p.confirmed(w.tag)) {
-		mark_hit(recs, p.way);
-		return handle{p.way, true, 0, 0, 0};
-	}
-	unprobe(recs, p, n);
-	return acquire_deferred(d, w, n, index);
-}
-
 // release drops n references; a writer marks the line dirty first, after
 // its stores (so Flush never clears DIRTY over an unwritten store).
 __device__ __forceinline__ void release(unsigned char *recs, u64 g, u32 n, bool dirty) {
