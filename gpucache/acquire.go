@@ -207,10 +207,10 @@ func (c *Cache) miss(ctx context.Context, set uint32, tag uint64, n uint32, w *w
 	// A new line starts with a clear clock bit: it earns its second chance
 	// only by a hit (measured: zipf hit ratio 0.777 vs 0.758 with the bit set).
 	atomic.StoreUint32(c.r.clock(victim), 0)
-	// A new generation before the new tag: a reader that peeked at the old
-	// line (Peek, no reference) sees the change even if the way later holds
-	// its tag again.
-	atomic.AddUint32(c.r.gen(victim), 1)
+	// An odd generation before the new tag and before any store to the
+	// line: a reader that peeked at the old line (Peek, no reference) sees
+	// the change even if the way later holds its tag again.
+	c.r.genClaim(victim)
 	atomic.StoreUint64(c.r.tag(victim), tag)
 	atomic.AddUint32(st, n)
 	atomic.AndUint32(st, ^uint32(StateValid|StateDirty))
@@ -245,8 +245,10 @@ func (c *Cache) miss(ctx context.Context, set uint32, tag uint64, n uint32, w *w
 	}
 	c.stats.add(set, cFills, 1)
 	c.stats.add(set, cBytesRead, uint64(len(line)))
-	// Publish: BUSY -> VALID in one atomic (fetch_xor) after the data is in
-	// place; sequentially consistent here, release on the device.
+	// Publish: the generation even again, then BUSY -> VALID in one atomic
+	// (fetch_xor), after the data is in place; sequentially consistent
+	// here, release on the device.
+	c.r.genPublish(victim)
 	for {
 		s := atomic.LoadUint32(st)
 		if atomic.CompareAndSwapUint32(st, s, s^(StateValid|StateBusy)) {
@@ -345,6 +347,7 @@ func (c *Cache) restoreVictim(set uint32, g uintptr, oldTag, newTag uint64, n ui
 	st := c.r.state(g)
 	atomic.StoreUint64(c.r.tag(g), oldTag)
 	atomic.StoreUint64(c.r.wbTag(g), TagEmpty)
+	c.r.genPublish(g) // the old data, untouched, is its tag's again
 	atomic.OrUint32(st, StateValid|StateDirty)
 	atomic.AndUint32(st, ^uint32(StateBusy))
 	c.unlockSet(set)

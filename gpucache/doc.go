@@ -144,19 +144,31 @@
 // retried until clean, gone, or claimable (bounded by Config.WaitTimeout).
 // Write-backs run with bounded parallelism; then the Backend's Flush runs.
 //
-// # Reads without references (Go implementation only)
+// # Reads without references
 //
-// Peek/Valid and PeekMany read resident lines without touching the state
-// word, like a sequence lock. The way record carries a generation word
-// (WayGenOffset) that the owner of a claim increments after setting BUSY
-// and before storing the new tag and writing the line. A reader loads the
-// generation, then requires VALID, not BUSY and its tag; copies; and then
-// requires VALID, not BUSY, the same generation and its tag again. A copy
-// that overlapped any refill fails the second check, even when the way
-// holds the same tag again afterwards; the reader then takes references
-// through Acquire. The copy itself is a plain read of bytes that may be
-// changing, so callers use these reads only without the race detector, on
-// processors that keep loads in order (amd64). Device code always takes
+// Peek/Valid and PeekMany here, and bam::array's reads on the device, read
+// resident lines without touching the state word, like a sequence lock.
+// The way record carries a generation word (WayGenOffset) that only the
+// way's BUSY owner writes: it makes the word odd when it installs a new tag
+// (adding 1 to an even word, 2 to an odd one, so every claim changes it),
+// before it stores the tag or writes the line, and even again (adding 1)
+// only after the line holds the tag's complete data: when the fill is
+// published, or when a failed write-back gives the way its old tag back.
+// A failed fill leaves it odd. Claims that do not change the line (a
+// write-back by Flush) leave it alone.
+//
+// A reader finds the way holding its tag, loads the generation, requires
+// it even, copies, re-reads the way's tag, and then the generation, each
+// load ordered after the one before it (on the device by acquire loads,
+// here by Go's atomics and the copy's place between them): the copy is the
+// tag's data when the tag and the generation are unchanged. A copy that
+// overlapped a refill sees an odd or a newer generation, even when the way
+// holds its tag again afterwards; a tag re-read from a later claim comes
+// with a newer generation. Otherwise the reader takes references through
+// Acquire. The copy itself reads bytes that may be changing: here callers
+// use these reads only without the race detector, on processors that keep
+// loads in order (amd64). A reader that copies while a writer holding a
+// reference changes the same element may see either value, as with
 // references.
 //
 // PeekMany serves a batch in passes so that the misses of many requests

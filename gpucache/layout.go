@@ -47,7 +47,7 @@ const (
 	WayStateOffset  = 0  // uint32 state word: StateValid|StateBusy|StateDirty + reference count
 	WayClockOffset  = 4  // uint32 clock reference bit: 1 when the line was hit since the hand last passed
 	WayStatusOffset = 8  // uint32 fill status: StatusOK or the reason the last fill failed
-	WayGenOffset    = 12 // uint32 generation: incremented whenever the way is claimed for a new tag (Go implementation only; see Peek)
+	WayGenOffset    = 12 // uint32 generation: odd while the BUSY owner installs and fills a new tag, even while the line holds its tag's data (see Peek)
 
 	// State word bits. The reference count is the low StateRefBits bits so
 	// that acquiring n references is one fetch_add(n) that also returns the
@@ -161,7 +161,7 @@ func Layout() layout.Group {
 			{Name: "WayStateOffset", Value: WayStateOffset, Doc: "uint32 state word within a way record: VALID|BUSY|DIRTY bits and the reference count."},
 			{Name: "WayClockOffset", Value: WayClockOffset, Doc: "uint32 clock reference bit within a way record: set to 1 by hits, cleared by the passing hand."},
 			{Name: "WayStatusOffset", Value: WayStatusOffset, Doc: "uint32 fill status within a way record: StatusOK, StatusFillFailed or StatusFillAborted."},
-			{Name: "WayGenOffset", Value: WayGenOffset, Doc: "uint32 generation within a way record: incremented (while BUSY) each time the way is claimed for a new tag, so a reader that takes no reference can tell whether the line changed under it. Maintained by the Go implementation, whose batched reads use it; device code always takes references and neither reads nor writes it."},
+			{Name: "WayGenOffset", Value: WayGenOffset, Doc: "uint32 generation within a way record: made odd by the BUSY owner when it installs a new tag, before any store to the line, and even once the line holds the tag's complete data, so a reader that takes no reference can tell whether the line was complete and unchanged while it copied."},
 			{Name: "StateRefBits", Value: StateRefBits, Doc: "Width of the reference count in the low bits of the state word."},
 			{Name: "StateRefMask", Value: StateRefMask, Doc: "Mask of the reference count; acquire n references with fetch_add(n)."},
 			{Name: "StateDirtyBit", Value: StateDirtyBit, Doc: "Bit position of DIRTY: the line must be written back before it is dropped."},

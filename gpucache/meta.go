@@ -90,6 +90,19 @@ func (r *region) gen(g uintptr) *uint32 {
 	return (*uint32)(unsafe.Add(r.base, r.wayrec+g*WayStride+WayGenOffset))
 }
 
+// genClaim makes way g's generation odd, changing it even when it is odd
+// already (the last fill failed); genPublish makes it even again. Only the
+// way's BUSY owner calls them (doc.go, Reads without references).
+func (r *region) genClaim(g uintptr) {
+	p := r.gen(g)
+	v := atomic.LoadUint32(p)
+	atomic.StoreUint32(p, v+1+v&1)
+}
+
+func (r *region) genPublish(g uintptr) {
+	atomic.AddUint32(r.gen(g), 1)
+}
+
 // refs is the reference count held in state word s.
 func refs(s uint32) uint32 { return s & StateRefMask }
 

@@ -13,7 +13,7 @@ type Snapshot struct {
 }
 
 // Peek finds tag among the resident lines without taking a reference: it
-// returns the line's bytes when the way holding tag is VALID and not BUSY.
+// returns the line's bytes when the way holding tag is not being filled.
 // A reader copies what it needs from the line and then calls Valid; only if
 // Valid reports true are the copied bytes the tag's data. Otherwise (and
 // when Peek reports false) the reader must take the ordinary path through
@@ -47,37 +47,36 @@ func (c *Cache) Valid(tag uint64, s Snapshot) bool {
 }
 
 // seqWords are the words of one way that a reader taking no reference
-// checks before and after its copy, as in a sequence lock. An owner claims
-// a way by setting BUSY, then increments the generation and stores the new
-// tag, and only then writes the line; it clears BUSY after the line is
-// complete. So a copy that overlapped a refill sees, afterwards, a newer
-// generation, BUSY, or another tag. Peek, Valid and PeekMany all go
-// through these two functions.
+// checks before and after its copy, as in a sequence lock. The BUSY owner of
+// a way makes its generation odd before it stores a new tag or writes the
+// line, and even again only once the line holds the tag's complete data; a
+// failed fill leaves it odd. So a copy made while the generation was even
+// and unchanged, with the way holding the tag before and after, is the
+// tag's data. Peek, Valid, PeekMany and the device's bam::array reads all
+// follow these two functions.
 type seqWords struct {
-	state, gen *uint32
-	tag        *uint64
+	gen *uint32
+	tag *uint64
 }
 
 func (r *region) seq(g uintptr) seqWords {
-	return seqWords{state: r.state(g), gen: r.gen(g), tag: r.tag(g)}
+	return seqWords{gen: r.gen(g), tag: r.tag(g)}
 }
 
-// begin returns the way's generation when the way holds tag, VALID and not
-// BUSY: the line may be copied. The generation is read first.
+// begin returns the way's generation when it is even and the way holds
+// tag: the line may be copied. The generation is read first.
 func (w seqWords) begin(tag uint64) (uint32, bool) {
 	gen := atomic.LoadUint32(w.gen)
-	if atomic.LoadUint32(w.state)&(StateValid|StateBusy) != StateValid || atomic.LoadUint64(w.tag) != tag {
+	if gen&1 != 0 || atomic.LoadUint64(w.tag) != tag {
 		return 0, false
 	}
 	return gen, true
 }
 
-// still reports whether the way is still tag's line, VALID, not BUSY and of
-// generation gen: what was copied since begin is tag's data.
+// still reports whether the way still holds tag and the generation is
+// still gen: what was copied since begin is tag's data.
 func (w seqWords) still(tag uint64, gen uint32) bool {
-	return atomic.LoadUint32(w.state)&(StateValid|StateBusy) == StateValid &&
-		atomic.LoadUint32(w.gen) == gen &&
-		atomic.LoadUint64(w.tag) == tag
+	return atomic.LoadUint64(w.tag) == tag && atomic.LoadUint32(w.gen) == gen
 }
 
 // AddPeekHits counts n reads served through Peek as hits.
@@ -186,7 +185,7 @@ func (c *Cache) PeekMany(tags, offs []uint64, es int, dst []byte, served []bool,
 		if at == none {
 			continue
 		}
-		sink ^= uint64(atomic.LoadUint32((*uint32)(unsafe.Add(recBase, at>>shift*WayStride+WayStateOffset))))
+		sink ^= uint64(atomic.LoadUint32((*uint32)(unsafe.Add(recBase, at>>shift*WayStride+WayGenOffset))))
 		sink ^= uint64(*(*byte)(unsafe.Add(data, at)))
 	}
 	// Pass 4: snapshot, copy and validate (everything cached). The loads
@@ -201,9 +200,8 @@ func (c *Cache) PeekMany(tags, offs []uint64, es int, dst []byte, served []bool,
 		g := at >> shift
 		rec := unsafe.Add(recBase, g*WayStride)
 		w := seqWords{
-			state: (*uint32)(unsafe.Add(rec, WayStateOffset)),
-			gen:   (*uint32)(unsafe.Add(rec, WayGenOffset)),
-			tag:   (*uint64)(unsafe.Add(tagBase, g*TagBytes)),
+			gen: (*uint32)(unsafe.Add(rec, WayGenOffset)),
+			tag: (*uint64)(unsafe.Add(tagBase, g*TagBytes)),
 		}
 		gen, ok := w.begin(tag)
 		if !ok {

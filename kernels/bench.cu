@@ -454,12 +454,27 @@ BAM_KERNEL void bam_bench_roundtrip(u32 *ping, const u32 *pong, u64 n, u64 timeo
 // bam_bench_sum_seq adds elements [0, n) of a through the cache,
 // consecutive threads reading consecutive elements (grid-stride). With
 // coalesce == 0 every lane acquires its line for itself.
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq(bam::array<u64> a, u64 n, u64 coalesce, u64 *out) {
-	u64 s = 0;
-	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
-		s += coalesce ? a.read(i) : read_nc(*a.desc, i);
+//
+// The coalesced and per-lane reads run in loops of their own (read_array),
+// so that neither loop carries the other's call.
+template <bool Coalesce>
+__device__ __forceinline__ u64 read_array(const bam::array<u64> &a, u64 i) {
+	if constexpr (Coalesce) {
+		return a.read(i);
+	} else {
+		return read_nc(*a.desc, i);
 	}
-	add_sum(out, s);
+}
+
+template <bool Coalesce>
+__device__ __forceinline__ u64 sum_seq(const bam::array<u64> &a, u64 n) {
+	u64 s = 0;
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) s += read_array<Coalesce>(a, i);
+	return s;
+}
+
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq(bam::array<u64> a, u64 n, u64 coalesce, u64 *out) {
+	add_sum(out, coalesce ? sum_seq<true>(a, n) : sum_seq<false>(a, n));
 }
 
 // bam_bench_sum_lines_perm adds every element of a (2^lines_log2 lines of
@@ -480,13 +495,15 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_lines_perm(bam::array<u64> a, u64
 // bam_bench_lookup_array: count random 8-byte lookups, lookup i reading
 // element mix64(seed + i) & mask, through the cache (coalesced, or per lane
 // when coalesce == 0).
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_lookup_array(bam::array<u64> a, u64 mask, u64 count, u64 seed, u64 coalesce, u64 *out) {
+template <bool Coalesce>
+__device__ __forceinline__ u64 lookup_array(const bam::array<u64> &a, u64 mask, u64 count, u64 seed) {
 	u64 s = 0;
-	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) {
-		const u64 j = bam::mix64(seed + i) & mask;
-		s += coalesce ? a.read(j) : read_nc(*a.desc, j);
-	}
-	add_sum(out, s);
+	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) s += read_array<Coalesce>(a, bam::mix64(seed + i) & mask);
+	return s;
+}
+
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_lookup_array(bam::array<u64> a, u64 mask, u64 count, u64 seed, u64 coalesce, u64 *out) {
+	add_sum(out, coalesce ? lookup_array<true>(a, mask, count, seed) : lookup_array<false>(a, mask, count, seed));
 }
 
 // bam_bench_lookup_plain is bam_bench_lookup_array on a device array.
@@ -533,17 +550,22 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n, u64
 
 // bam_bench_seq_array is bam_bench_seq_ref without array_ref: every read
 // acquires its line (coalesced, or per lane when coalesce == 0).
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_array(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 coalesce, u64 *out) {
+template <bool Coalesce>
+__device__ __forceinline__ u64 seq_array(const bam::array<u64> &a, u64 n, u64 coarsen, u64 reps) {
 	const u64 tid = bam::global_thread_id();
 	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
 	u64 s = 0;
 	for (u64 r = 0; r < reps; r++) {
 		for (u64 j = 0; j < coarsen; j++) {
 			const u64 i = base + 32 * j;
-			if (i < n) s += coalesce ? a.read(i) : read_nc(*a.desc, i);
+			if (i < n) s += read_array<Coalesce>(a, i);
 		}
 	}
-	add_sum(out, s);
+	return s;
+}
+
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_array(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 coalesce, u64 *out) {
+	add_sum(out, coalesce ? seq_array<true>(a, n, coarsen, reps) : seq_array<false>(a, n, coarsen, reps));
 }
 
 // bam_bench_seq_plain is bam_bench_seq_ref on a device array.

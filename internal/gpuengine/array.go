@@ -34,6 +34,7 @@ type Array struct {
 	spec   ArraySpec
 	desc   *cuda.DeviceMem
 	stripe *cuda.DeviceMem
+	arg    []byte // the kernel argument (ArrayArg* layout)
 }
 
 // Bind makes an array usable by kernels.
@@ -84,6 +85,7 @@ func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
 		a.free()
 		return nil, err
 	}
+	a.arg = encodeArg(a.desc.Ptr(), d)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -94,11 +96,33 @@ func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
 	return a, nil
 }
 
-// Desc is the kernel argument of a bam::array<T> parameter.
+// Desc is the address of the array's descriptor (a const array_desc *).
 func (a *Array) Desc() cuda.DevicePtr { return a.desc.Ptr() }
 
-// Arg is Desc as a launch argument.
-func (a *Array) Arg() cuda.Arg { return cuda.Ptr(a.desc.Ptr()) }
+// Arg is the launch argument of a bam::array<T> parameter: the descriptor's
+// address and the fields a hit needs, by value.
+func (a *Array) Arg() cuda.Arg { return cuda.Struct(a.arg, 8) }
+
+// encodeArg builds the kernel argument of the array whose descriptor d
+// (ArrayDescBytes, as encodeDesc built it) lies at desc.
+func encodeArg(desc cuda.DevicePtr, d []byte) []byte {
+	get := func(off int) uint64 { return binary.LittleEndian.Uint64(d[off:]) }
+	b := make([]byte, ArrayArgBytes)
+	put := func(off int, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }
+	meta := get(ArrayCacheMetaOffset)
+	put(ArrayArgDescOffset, uint64(desc))
+	put(ArrayArgTagsOffset, meta+get(ArrayTagsOffset))
+	put(ArrayArgRecsOffset, meta+get(ArrayWaysRecOffset))
+	put(ArrayArgDataOffset, get(ArrayCacheDataOffset))
+	put(ArrayArgSetsOffset, get(ArraySetsOffset))
+	put(ArrayArgWaysOffset, get(ArrayWaysOffset))
+	put(ArrayArgNNSOffset, get(ArrayNNSOffset))
+	put(ArrayArgFirstTagOffset, get(ArrayFirstTagOffset))
+	put(ArrayArgElemCountOffset, get(ArrayElemCountOffset))
+	put(ArrayArgStatsOffset, get(ArrayStatsOffset))
+	put(ArrayArgLineShiftOffset, get(ArrayLineShiftOffset))
+	return b
+}
 
 // Spec returns the array's placement.
 func (a *Array) Spec() ArraySpec { return a.spec }

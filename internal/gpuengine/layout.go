@@ -34,6 +34,23 @@ const (
 	ArrayFirstTagOffset    = 184 // when nns == 1: the tag of line 0 (line l's tag is this + l), so a hit needs no stripe lookup; else 0
 	ArrayDescBytes         = 192
 
+	// Array argument: the by-value kernel argument of a bam::array<T>
+	// parameter. It carries the descriptor's address and, copied from the
+	// descriptor, the fields a hit needs, so a kernel reads them from its
+	// parameter space (the constant cache) instead of from device memory.
+	ArrayArgDescOffset      = 0  // device pointer: the array descriptor
+	ArrayArgTagsOffset      = 8  // device pointer: the cache's tag array
+	ArrayArgRecsOffset      = 16 // device pointer: the cache's way records
+	ArrayArgDataOffset      = 24 // device pointer: cache line data, way g at g << line shift
+	ArrayArgSetsOffset      = 32 // number of sets N
+	ArrayArgWaysOffset      = 40 // ways per set K
+	ArrayArgNNSOffset       = 48 // namespaces the object is striped over
+	ArrayArgFirstTagOffset  = 56 // as ArrayFirstTagOffset
+	ArrayArgElemCountOffset = 64 // elements in the array
+	ArrayArgStatsOffset     = 72 // device pointer: statistics counters
+	ArrayArgLineShiftOffset = 80 // log2 of the line size
+	ArrayArgBytes           = 88
+
 	// Fill copier ring (device memory): bounded multi-producer,
 	// multi-consumer ring of copy jobs. Threads that own a staging copy post
 	// it; warps of the copier kernel take jobs and copy each with all 32
@@ -143,6 +160,18 @@ func Layout() layout.Group {
 			c("ArrayCopyBelowOffset", ArrayCopyBelowOffset, "Array descriptor: copier for groups smaller than this."),
 			c("ArrayFirstTagOffset", ArrayFirstTagOffset, "Array descriptor: tag of line 0 when the object lies on one namespace (line l's tag is this + l); 0 otherwise."),
 			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
+			c("ArrayArgDescOffset", ArrayArgDescOffset, "Array argument (bam::array<T> by value): the array descriptor."),
+			c("ArrayArgTagsOffset", ArrayArgTagsOffset, "Array argument: the cache's tag array."),
+			c("ArrayArgRecsOffset", ArrayArgRecsOffset, "Array argument: the cache's way records."),
+			c("ArrayArgDataOffset", ArrayArgDataOffset, "Array argument: cache line data."),
+			c("ArrayArgSetsOffset", ArrayArgSetsOffset, "Array argument: sets N."),
+			c("ArrayArgWaysOffset", ArrayArgWaysOffset, "Array argument: ways K."),
+			c("ArrayArgNNSOffset", ArrayArgNNSOffset, "Array argument: stripe width."),
+			c("ArrayArgFirstTagOffset", ArrayArgFirstTagOffset, "Array argument: tag of line 0 when the stripe width is 1."),
+			c("ArrayArgElemCountOffset", ArrayArgElemCountOffset, "Array argument: element count."),
+			c("ArrayArgStatsOffset", ArrayArgStatsOffset, "Array argument: statistics counters."),
+			c("ArrayArgLineShiftOffset", ArrayArgLineShiftOffset, "Array argument: log2 line size."),
+			c("ArrayArgBytes", ArrayArgBytes, "Size of the array argument."),
 			c("CopierTailOffset", CopierTailOffset, "Copier ring: u64 next ticket to post."),
 			c("CopierStopOffset", CopierStopOffset, "Copier ring: u32 stop epoch."),
 			c("CopierWaitedOffset", CopierWaitedOffset, "Copier ring: u64 posts that waited for their slot."),

@@ -7,10 +7,13 @@
 //		...
 //	}
 //
-// Reads (a[i], a.read(i)) and writes (a.write(i, v)) group the lanes of a
-// warp by cache line (bam/coalesce.cuh): the group's leader acquires the
-// line once for the group, a miss is filled by NVMe commands the leader
-// submits (bam/cache.cuh, bam/queue.cuh), and the leader releases it once.
+// A read (a[i], a.read(i)) that hits takes no reference and no atomic: the
+// lane reads its element between two reads of the way's generation, like a
+// sequence lock (cache::peek_begin, peek_end). Other reads, and writes
+// (a.write(i, v)), group the lanes of a warp by cache line
+// (bam/coalesce.cuh): the group's leader acquires the line once for the
+// group, a miss is filled by NVMe commands the leader submits
+// (bam/cache.cuh, bam/queue.cuh), and the leader releases it once.
 // bam::array_ref<T> keeps its line referenced across consecutive accesses
 // of a thread, so a thread walking a neighbour list touches the cache
 // metadata once per line instead of once per element (BaM §7.2.2).
@@ -70,6 +73,37 @@ __device__ __forceinline__ T load_line(const unsigned char *p) {
 	return v;
 }
 
+// load_line_acquire is load_line with acquire ordering (gpu scope): the
+// loads after it are not satisfied before it (a read without a reference
+// re-checks the way's tag and generation after its copy).
+template <typename T>
+__device__ __forceinline__ T load_line_acquire(const unsigned char *p) {
+	T v;
+	if constexpr (sizeof(T) == 1) {
+		unsigned short b;
+		asm volatile("ld.acquire.gpu.global.u8 %0, [%1];" : "=h"(b) : "l"(p) : "memory");
+		const unsigned char c = static_cast<unsigned char>(b);
+		v = *reinterpret_cast<const T *>(&c);
+	} else if constexpr (sizeof(T) == 2) {
+		unsigned short b;
+		asm volatile("ld.acquire.gpu.global.u16 %0, [%1];" : "=h"(b) : "l"(p) : "memory");
+		v = *reinterpret_cast<const T *>(&b);
+	} else if constexpr (sizeof(T) == 4) {
+		unsigned int b;
+		asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(b) : "l"(p) : "memory");
+		v = *reinterpret_cast<const T *>(&b);
+	} else if constexpr (sizeof(T) == 8) {
+		unsigned long long b;
+		asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(b) : "l"(p) : "memory");
+		v = *reinterpret_cast<const T *>(&b);
+	} else {
+		ulonglong2 b;
+		asm volatile("ld.acquire.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(b.x), "=l"(b.y) : "l"(p) : "memory");
+		v = *reinterpret_cast<const T *>(&b);
+	}
+	return v;
+}
+
 template <typename T>
 __device__ __forceinline__ void store_line(unsigned char *p, const T &v) {
 	if constexpr (sizeof(T) == 1) {
@@ -110,10 +144,10 @@ __device__ __forceinline__ u64 split(u32 line_shift, u64 i, u64 *off) {
 }  // namespace detail
 
 // count_groups adds the warp's number of line acquisitions to the
-// statistics with one atomic per warp access.
-__device__ __forceinline__ void count_groups(const array_desc &d, u32 active, const coalesce::group &g) {
+// statistics (stats, 0 for none) with one atomic per warp access.
+__device__ __forceinline__ void count_groups(u64 stats, u32 active, const coalesce::group &g) {
 	const u32 leaders = __ballot_sync(active, g.is_leader());
-	if ((threadIdx.x & 31) == static_cast<u32>(__ffs(active) - 1)) detail::count(d, layout::engine::StatAcquires, __popc(leaders));
+	if ((threadIdx.x & 31) == static_cast<u32>(__ffs(active) - 1)) detail::count_at(stats, layout::engine::StatAcquires, __popc(leaders));
 }
 
 // group_fill finishes a fill the group's leader left pending: every lane
@@ -145,11 +179,14 @@ __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::
 	if (g.is_leader()) cache::finish_fill(d, h);
 }
 
-// hit_fields are the descriptor fields of the hit path, loaded once per
-// access, all at once: the cache protocol's asm statements clobber memory,
-// so a field read through the descriptor at each use would be loaded again
-// after every one of them, each load a round trip once an acquire has
-// invalidated the L1 cache.
+// hit_fields are the fields of the hit path: the part of a bam::array<T>
+// kernel argument after the descriptor's address (layout::engine::ArrayArg*,
+// filled by the host from the descriptor), so a kernel reads them from its
+// parameter space (the constant cache) and no access waits on a load of
+// the descriptor. Code that has only the descriptor loads them with
+// load_hit_fields, all at once: the cache protocol's asm statements clobber
+// memory, so a field read through the descriptor at each use would be
+// loaded again after every one of them.
 struct hit_fields {
 	const u64 *tags;
 	unsigned char *recs;
@@ -158,22 +195,26 @@ struct hit_fields {
 	u64 ways;
 	u64 nns;
 	u64 first_tag;
-	u32 line_shift;
-
-	__device__ __forceinline__ explicit hit_fields(const array_desc &d) {
-		unsigned char *meta = reinterpret_cast<unsigned char *>(d.cache_meta);
-		tags = reinterpret_cast<const u64 *>(meta + d.tags_off);
-		recs = meta + d.ways_off;
-		data = reinterpret_cast<unsigned char *>(d.cache_data);
-		sets = d.sets;
-		ways = d.ways;
-		nns = d.nns;
-		first_tag = d.first_tag;
-		line_shift = static_cast<u32>(d.line_shift);
-	}
+	u64 count;
+	u64 stats;
+	u64 line_shift;
 
 	__device__ __forceinline__ unsigned char *line(u64 way) const { return data + (way << line_shift); }
 };
+
+__device__ __forceinline__ hit_fields load_hit_fields(const array_desc &d) {
+	unsigned char *meta = reinterpret_cast<unsigned char *>(d.cache_meta);
+	return hit_fields{reinterpret_cast<const u64 *>(meta + d.tags_off),
+	                  meta + d.ways_off,
+	                  reinterpret_cast<unsigned char *>(d.cache_data),
+	                  d.sets,
+	                  d.ways,
+	                  d.nns,
+	                  d.first_tag,
+	                  d.elem_count,
+	                  d.stats,
+	                  d.line_shift};
+}
 
 // slot is the way a group holds and whether it holds one.
 struct slot {
@@ -226,7 +267,7 @@ __device__ __noinline__ slot acquire_slow(const array_desc &d, coalesce::group g
 // before the way is handed out.
 __device__ __forceinline__ slot take_line(const array_desc &d, const hit_fields &f, u32 mask, u64 line, u64 index, coalesce::group *g) {
 	*g = coalesce::by(mask, line);
-	count_groups(d, mask, *g);
+	count_groups(f.stats, mask, *g);
 	u64 tag = 0;
 	const cache::probe p = probe_group(d, f, *g, line, &tag);
 	slot s{g->broadcast(p.way), g->broadcast(static_cast<u32>(p.confirmed(tag)))};
@@ -235,56 +276,76 @@ __device__ __forceinline__ slot take_line(const array_desc &d, const hit_fields 
 	return s;
 }
 
+// array is passed to kernels by value: the host fills it
+// (layout::engine::ArrayArg*) with the descriptor's address and the hit
+// path's fields.
 template <typename T>
 class array {
    public:
-	// The kernel argument: a pointer to the descriptor the host built.
+	// The descriptor the host built.
 	const array_desc *desc;
+	// Its hit path's fields.
+	hit_fields hot;
 
-	__device__ __forceinline__ u64 size() const { return desc->elem_count; }
+	__device__ __forceinline__ u64 size() const { return hot.count; }
 
 	// ok reports that no access of this launch has failed yet.
 	__device__ __forceinline__ bool ok() const { return !detail::failed(*desc); }
 
 	// elems_per_line is how many elements one cache line holds.
-	__device__ __forceinline__ u64 elems_per_line() const { return (1ull << desc->line_shift) / sizeof(T); }
+	__device__ __forceinline__ u64 elems_per_line() const { return (1ull << hot.line_shift) / sizeof(T); }
 
 	__device__ __forceinline__ T operator[](u64 i) const { return read(i); }
 
 	// read returns element i (T{} after a recorded failure).
 	//
-	// A hit costs the group's leader one round of tag loads and one
-	// fetch_add; every lane loads its element as soon as the fetch_add
-	// shows the line resident, while the leader's re-check of the tag is
-	// still in flight, and keeps it when the re-check confirms the hit.
+	// A hit takes no reference and no atomic: each lane finds its line's
+	// way, loads its element between two reads of the way's generation, and
+	// keeps it when the generation and tag are unchanged (cache::peek_begin,
+	// peek_end). Lanes that miss, or whose line was being filled or changed
+	// under them, take the full protocol together (read_slow).
 	__device__ T read(u64 i) const {
-		const array_desc &d = *desc;
-		const u64 count = d.elem_count;
-		const hit_fields f(d);
-		if (i >= count) {
-			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+		const hit_fields &f = hot;
+		if (i >= f.count) {
+			detail::record_error(*desc, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return T{};
 		}
 		u64 off;
-		const u64 line = detail::split<T>(f.line_shift, i, &off);
-		const u32 active = __activemask();
-		const coalesce::group g = coalesce::by(active, line);
-		count_groups(d, active, g);
-		u64 tag = 0;
-		const cache::probe p = probe_group(d, f, g, line, &tag);
-		slot s{g.broadcast(p.way), 0};
+		const u64 line = detail::split<T>(static_cast<u32>(f.line_shift), i, &off);
+		// One namespace: the tag without the stripe arrays' round trip.
+		const u64 tag = f.nns == 1 ? f.first_tag + line : cache::locate(*desc, line).tag;
+		const cache::peek p = cache::peek_begin(f.tags, f.recs, f.sets, f.ways, tag);
 		T v{};
-		if (g.broadcast(static_cast<u32>(p.held()))) v = detail::load_line<T>(f.line(s.way) + off);
-		s.ok = g.broadcast(static_cast<u32>(p.confirmed(tag)));
-		settle_probe(f, g, p, s.ok, s.way);
-		if (__any_sync(active, !s.ok)) {
-			const u32 hit = s.ok;
-			s = acquire_slow(d, g, line, i, s);
-			if (!hit && s.ok) v = detail::load_line<T>(f.line(s.way) + off);
-			if (!s.ok) v = T{};
+		bool hit = false;
+		if (p.ok()) {
+			v = detail::load_line_acquire<T>(f.line(p.way) + off);
+			hit = cache::peek_end(f.tags, f.recs, p, tag);
 		}
+		const u32 active = __activemask();
+		count_groups(f.stats, active, coalesce::by(active, line));
+		if (hit && p.clock == 0) cache::mark_hit(f.recs, p.way);
+		if (!hit) v = read_slow(desc, line, i, off);
+		return v;
+	}
+
+	// read_slow is read's full protocol, for the lanes that call it together
+	// (those whose peek failed): grouped by line, the group's leader takes
+	// references (filling the line on a miss), the group loads its elements
+	// and the leader releases the line. It is out of line so that the hit
+	// path keeps few registers, and nothing of the caller lives across the
+	// call but the result.
+	__device__ __noinline__ static T read_slow(const array_desc *desc, u64 line, u64 i, u64 off) {
+		const array_desc &d = *desc;
+		const coalesce::group g = coalesce::by(__activemask(), line);
+		cache::handle h{0, false, 0, 0, 0};
+		if (g.is_leader()) h = cache::acquire_deferred(d, cache::locate(d, line), g.count, i);
+		group_fill(d, g, h);
+		const u64 way = g.broadcast(h.way);
+		const u32 ok = g.broadcast(static_cast<u32>(h.ok));
+		T v{};
+		if (ok) v = detail::load_line<T>(cache::line_data(d, way) + off);
 		__syncwarp(g.mask);
-		if (s.ok && g.is_leader()) cache::release(f.recs, s.way, g.count, false);
+		if (ok && g.is_leader()) cache::release(d, way, g.count, false);
 		return v;
 	}
 
@@ -292,14 +353,13 @@ class array {
 	// storage on eviction or Flush.
 	__device__ void write(u64 i, const T &v) const {
 		const array_desc &d = *desc;
-		const u64 count = d.elem_count;
-		const hit_fields f(d);
-		if (i >= count) {
+		const hit_fields &f = hot;
+		if (i >= f.count) {
 			detail::record_error(d, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return;
 		}
 		u64 off;
-		const u64 line = detail::split<T>(f.line_shift, i, &off);
+		const u64 line = detail::split<T>(static_cast<u32>(f.line_shift), i, &off);
 		// Unlike a read, a store waits for the confirmed hit: it must not
 		// land in a line that is not the tag's.
 		coalesce::group g;
@@ -323,7 +383,7 @@ __device__ __noinline__ void ref_drop(const array_desc *desc, u32 mask, bool hel
 // full protocol when the probe finds no plain hit.
 __device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 index, bool held, u64 way) {
 	const array_desc &d = *desc;
-	const hit_fields f(d);
+	const hit_fields f = load_hit_fields(d);
 	const u32 movers = __activemask();
 	if (__any_sync(movers, held)) ref_drop(desc, movers, held, way);
 	coalesce::group g;
@@ -359,8 +419,8 @@ class array_ref {
 	      base_(nullptr),
 	      line_(~0ull),
 	      way_(0),
-	      count_(a.desc->elem_count),
-	      shift_(static_cast<u32>(a.desc->line_shift) - detail::elem_shift<T>()),
+	      count_(a.hot.count),
+	      shift_(static_cast<u32>(a.hot.line_shift) - detail::elem_shift<T>()),
 	      held_(false) {}
 	__device__ ~array_ref() { release(); }
 	array_ref(const array_ref &) = delete;
@@ -396,6 +456,25 @@ class array_ref {
 		if (__any_sync(mask, held_)) drop(mask);
 	}
 };
+
+#ifndef __CUDACC_RTC__
+// The kernel argument's layout is the host's (internal/gpuengine/layout.go).
+#define BAM_CHECK_ARG(field, value) \
+	static_assert(__builtin_offsetof(array<u64>, field) == (value), "bam::array." #field " disagrees with internal/gpuengine/layout.go")
+BAM_CHECK_ARG(desc, layout::engine::ArrayArgDescOffset);
+BAM_CHECK_ARG(hot.tags, layout::engine::ArrayArgTagsOffset);
+BAM_CHECK_ARG(hot.recs, layout::engine::ArrayArgRecsOffset);
+BAM_CHECK_ARG(hot.data, layout::engine::ArrayArgDataOffset);
+BAM_CHECK_ARG(hot.sets, layout::engine::ArrayArgSetsOffset);
+BAM_CHECK_ARG(hot.ways, layout::engine::ArrayArgWaysOffset);
+BAM_CHECK_ARG(hot.nns, layout::engine::ArrayArgNNSOffset);
+BAM_CHECK_ARG(hot.first_tag, layout::engine::ArrayArgFirstTagOffset);
+BAM_CHECK_ARG(hot.count, layout::engine::ArrayArgElemCountOffset);
+BAM_CHECK_ARG(hot.stats, layout::engine::ArrayArgStatsOffset);
+BAM_CHECK_ARG(hot.line_shift, layout::engine::ArrayArgLineShiftOffset);
+static_assert(sizeof(array<u64>) == layout::engine::ArrayArgBytes, "bam::array size disagrees with internal/gpuengine/layout.go");
+#undef BAM_CHECK_ARG
+#endif
 
 }  // namespace bam
 

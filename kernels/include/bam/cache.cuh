@@ -42,6 +42,9 @@ __device__ __forceinline__ u32 *clock_at(const array_desc &d, u64 g) {
 __device__ __forceinline__ u32 *status_at(const array_desc &d, u64 g) {
 	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayStatusOffset);
 }
+__device__ __forceinline__ u32 *gen_at(const array_desc &d, u64 g) {
+	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayGenOffset);
+}
 __device__ __forceinline__ u32 *set_lock(const array_desc &d, u64 set) {
 	return reinterpret_cast<u32 *>(d.cache_meta + set * C::SetStride + C::SetLockOffset);
 }
@@ -191,6 +194,19 @@ __device__ __forceinline__ void drop_lock(u32 *lock) {
 	__threadfence();
 	atomicExch(lock, static_cast<u32>(C::LockFree));
 }
+
+// gen_claim and gen_publish keep a way's generation word odd while its
+// BUSY owner may change the line (from its install to the end of the fill)
+// and even while the line holds its tag's complete data (gpucache/doc.go,
+// Reads without references). Only the BUSY owner writes the word. A claim
+// of a way whose generation is already odd (its last fill failed) adds 2,
+// so every claim changes the word.
+__device__ __forceinline__ void gen_claim(u32 *gen) {
+	const u32 v = detail::ld_relaxed_gpu(gen);
+	detail::st_relaxed_gpu(gen, v + 1u + (v & 1u));
+}
+// gen_publish follows a fence that orders the line's stores before it.
+__device__ __forceinline__ void gen_publish(u32 *gen) { detail::st_relaxed_gpu(gen, detail::ld_relaxed_gpu(gen) + 1u); }
 
 // acquire takes n references on the line at w for a group of requests; the
 // line is filled first on a miss. index names the element for errors. On
@@ -353,6 +369,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		if (dirty) detail::st_relaxed_gpu(wbtag_at(d, victim), old_tag);
 		detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusOK));
 		detail::st_relaxed_gpu(clock_at(d, victim), 0u);  // a new line starts unreferenced by the hand (measured better in gpucache)
+		gen_claim(gen_at(d, victim));                      // odd before the new tag and before any store to the line
 		__threadfence();
 		detail::st_release_gpu(tag_at(d, victim), w.tag);
 		atomicAdd(state_at(d, victim), n);
@@ -372,6 +389,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 				detail::st_relaxed_gpu(tag_at(d, victim), old_tag);
 				detail::st_relaxed_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
 				__threadfence();
+				gen_publish(gen_at(d, victim));  // the old data, untouched, is its tag's again
 				atomicOr(state_at(d, victim), state_valid | state_dirty);
 				atomicAnd(state_at(d, victim), ~state_busy);
 				atomicSub(state_at(d, victim), n);
@@ -400,6 +418,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		if (h.staging == 0) {
 			// Copy-engine route: the data is in the line; publish it.
 			__threadfence();
+			gen_publish(gen_at(d, victim));
 			atomicXor(state_at(d, victim), state_valid | state_busy);
 		}
 		return h;
@@ -446,6 +465,7 @@ __device__ __forceinline__ void finish_fill(const array_desc &d, handle &h) {
 	if (h.staging == 0) return;
 	__threadfence();
 	queue::retire(*reinterpret_cast<const queue_desc *>(h.queue), h.ticket);
+	gen_publish(gen_at(d, h.way));
 	atomicXor(state_at(d, h.way), state_valid | state_busy);
 	h.staging = 0;
 }
@@ -513,6 +533,44 @@ __device__ __forceinline__ void unprobe(unsigned char *recs, const probe &p, u32
 }
 __device__ __forceinline__ void mark_hit(unsigned char *recs, u64 way) {
 	detail::st_relaxed_gpu(reinterpret_cast<u32 *>(recs + way * C::WayStride + C::WayClockOffset), 1u);
+}
+
+// peek_begin and peek_end read a resident line without a reference, as a
+// sequence lock (gpucache/doc.go, Reads without references): begin finds
+// the way holding tag and loads its generation with acquire ordering; when
+// ok() the caller loads from the line with acquire ordering
+// (bam::detail::load_line_acquire); end re-reads the way's tag (acquire)
+// and then its generation. The loads are the tag's data when end returns
+// true: the generation was even (no fill in progress, the line complete),
+// no claim began before the loads completed, and the tag is the one of the
+// generation read. Otherwise the caller takes references. Each load is
+// ordered after the one before it by its acquire (measured on C2: 12% more
+// lookups per second than one fence between the copy and the re-check,
+// whose MEMBAR waits for every outstanding access of the thread).
+struct peek {
+	u64 way;    // the way whose tag matched, ~0 when none did
+	u32 gen;    // its generation (when way != ~0)
+	u32 clock;  // its clock bit, read beside the generation (a hit sets it only when 0)
+
+	__device__ __forceinline__ bool ok() const { return way != ~0ull && (gen & 1u) == 0; }
+};
+
+__device__ __forceinline__ peek peek_begin(const u64 *tags, const unsigned char *recs, u64 sets, u64 K, u64 tag) {
+	peek p{find_way(tags, set_of(tag, sets) * K, K, tag), 1u, 1u};
+	if (p.way != ~0ull) {
+		const unsigned char *rec = recs + p.way * C::WayStride;
+		p.clock = detail::ld_relaxed_gpu(reinterpret_cast<const u32 *>(rec + C::WayClockOffset));
+		p.gen = detail::ld_acquire_gpu(reinterpret_cast<const u32 *>(rec + C::WayGenOffset));
+	}
+	return p;
+}
+
+__device__ __forceinline__ bool peek_end(const u64 *tags, const unsigned char *recs, const peek &p, u64 tag) {
+	// A tag from a later claim comes with a newer generation: the
+	// generation is read after the tag.
+	const u64 t = detail::ld_acquire_gpu(tags + p.way);
+	const u32 g = detail::ld_relaxed_gpu(reinterpret_cast<const u32 *>(recs + p.way * C::WayStride + C::WayGenOffset));
+	return t == tag && g == p.gen;
 }
 
 // release drops n references; a writer marks the line dirty first, after

@@ -155,12 +155,13 @@ __device__ __forceinline__ bool failed(const array_desc &d) {
 // generic 64-bit atomicAdd would, whether the address is shared memory.
 // No memory clobber: a counter orders nothing, and the compiler may keep
 // descriptor fields in registers across it.
-__device__ __forceinline__ void count(const array_desc &d, u32 counter, u64 n) {
-	if (d.stats == 0) return;
-	u64 *s = reinterpret_cast<u64 *>(d.stats) + (smid() % L::StatsSlots) * L::StatsCounters + counter;
+__device__ __forceinline__ void count_at(u64 stats, u32 counter, u64 n) {
+	if (stats == 0) return;
+	u64 *s = reinterpret_cast<u64 *>(stats) + (smid() % L::StatsSlots) * L::StatsCounters + counter;
 	asm volatile(
 	    "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %0;\n\tred.relaxed.gpu.global.add.u64 [g], %1;\n\t}" ::"l"(s), "l"(n));
 }
+__device__ __forceinline__ void count(const array_desc &d, u32 counter, u64 n) { count_at(d.stats, counter, n); }
 
 }  // namespace detail
 }  // namespace bam

@@ -88,10 +88,10 @@ inline constexpr unsigned long long WayStateOffset = 0ull;
 inline constexpr unsigned long long WayClockOffset = 4ull;
 /// uint32 fill status within a way record: StatusOK, StatusFillFailed or StatusFillAborted.
 inline constexpr unsigned long long WayStatusOffset = 8ull;
-/// uint32 generation within a way record: incremented (while BUSY) each time the way is claimed
-/// for a new tag, so a reader that takes no reference can tell whether the line changed under
-/// it. Maintained by the Go implementation, whose batched reads use it; device code always
-/// takes references and neither reads nor writes it.
+/// uint32 generation within a way record: made odd by the BUSY owner when it installs a new
+/// tag, before any store to the line, and even once the line holds the tag's complete data, so
+/// a reader that takes no reference can tell whether the line was complete and unchanged while
+/// it copied.
 inline constexpr unsigned long long WayGenOffset = 12ull;
 /// Width of the reference count in the low bits of the state word.
 inline constexpr unsigned long long StateRefBits = 29ull;
@@ -184,6 +184,30 @@ inline constexpr unsigned long long ArrayCopyBelowOffset = 176ull;
 inline constexpr unsigned long long ArrayFirstTagOffset = 184ull;
 /// Size of the array descriptor.
 inline constexpr unsigned long long ArrayDescBytes = 192ull;
+/// Array argument (bam::array<T> by value): the array descriptor.
+inline constexpr unsigned long long ArrayArgDescOffset = 0ull;
+/// Array argument: the cache's tag array.
+inline constexpr unsigned long long ArrayArgTagsOffset = 8ull;
+/// Array argument: the cache's way records.
+inline constexpr unsigned long long ArrayArgRecsOffset = 16ull;
+/// Array argument: cache line data.
+inline constexpr unsigned long long ArrayArgDataOffset = 24ull;
+/// Array argument: sets N.
+inline constexpr unsigned long long ArrayArgSetsOffset = 32ull;
+/// Array argument: ways K.
+inline constexpr unsigned long long ArrayArgWaysOffset = 40ull;
+/// Array argument: stripe width.
+inline constexpr unsigned long long ArrayArgNNSOffset = 48ull;
+/// Array argument: tag of line 0 when the stripe width is 1.
+inline constexpr unsigned long long ArrayArgFirstTagOffset = 56ull;
+/// Array argument: element count.
+inline constexpr unsigned long long ArrayArgElemCountOffset = 64ull;
+/// Array argument: statistics counters.
+inline constexpr unsigned long long ArrayArgStatsOffset = 72ull;
+/// Array argument: log2 line size.
+inline constexpr unsigned long long ArrayArgLineShiftOffset = 80ull;
+/// Size of the array argument.
+inline constexpr unsigned long long ArrayArgBytes = 88ull;
 /// Copier ring: u64 next ticket to post.
 inline constexpr unsigned long long CopierTailOffset = 128ull;
 /// Copier ring: u32 stop epoch.
