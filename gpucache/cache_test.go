@@ -609,3 +609,91 @@ func TestPeekValid(t *testing.T) {
 		t.Fatal("old snapshot valid after the line was evicted and refilled")
 	}
 }
+
+// genOf returns the generation word of the way holding tag, or false when
+// no way of its set holds it.
+func genOf(c *Cache, tag uint64) (uint32, bool) {
+	g, ok := c.lookup(c.setOf(tag), tag)
+	if !ok {
+		return 0, false
+	}
+	return atomic.LoadUint32(c.r.gen(g)), true
+}
+
+// TestGenerationParity follows one way's generation through a fill in
+// progress (odd: no reader without a reference may copy the line), a failed
+// fill (still odd), a published fill (even), and an eviction whose
+// write-back fails (odd while claimed, even again once the old line is
+// given back, and changed, so an older snapshot is stale).
+func TestGenerationParity(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 1, LineSize: 512})
+	ctx := context.Background()
+	g := newGate()
+	b.beforeRead = g.hook(7)
+	errc := make(chan error, 1)
+	acquire := func(tag uint64) {
+		h, err := c.Acquire(ctx, tag, 1)
+		if err == nil {
+			h.Release()
+		}
+		errc <- err
+	}
+	go acquire(7)
+	<-g.entered // the filler holds the way BUSY, its tag installed
+	if gen, ok := genOf(c, 7); !ok || gen%2 != 1 {
+		t.Fatalf("during the fill: generation %d (found %v), want odd", gen, ok)
+	}
+	if _, _, ok := c.Peek(7); ok {
+		t.Fatal("Peek of a line being filled is true")
+	}
+	g.release <- errors.New("media error")
+	if err := <-errc; !errors.Is(err, ErrFill) {
+		t.Fatalf("Acquire = %v, want ErrFill", err)
+	}
+	if gen, ok := genOf(c, 7); ok && gen%2 != 1 {
+		t.Fatalf("after a failed fill: generation %d, want odd", gen)
+	}
+	if _, _, ok := c.Peek(7); ok {
+		t.Fatal("Peek after a failed fill is true")
+	}
+
+	go acquire(7)
+	<-g.entered
+	g.release <- nil
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	gen, ok := genOf(c, 7)
+	if !ok || gen%2 != 0 {
+		t.Fatalf("after the fill: generation %d (found %v), want even", gen, ok)
+	}
+	line, s, ok := c.Peek(7)
+	if !ok || !c.Valid(7, s) || atomic.LoadUint64(word(line, 0)) != 0 {
+		t.Fatal("Peek of a published line failed or read other bytes")
+	}
+
+	// Dirty 7, then fail its write-back while 8 evicts it.
+	h, err := c.Acquire(ctx, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atomic.StoreUint64(word(h.Line(), 0), 42)
+	h.ReleaseDirty()
+	_, before, _ := c.Peek(7)
+	b.beforeWrite = func(context.Context, uint64) error { return errors.New("write fault") }
+	if _, err := c.Acquire(ctx, 8, 1); !errors.Is(err, ErrWriteBack) {
+		t.Fatalf("evicting acquire = %v, want ErrWriteBack", err)
+	}
+	after, ok := genOf(c, 7)
+	if !ok || after%2 != 0 || after == gen {
+		t.Fatalf("after the failed write-back: generation %d (found %v), want even and not %d", after, ok, gen)
+	}
+	if c.Valid(7, before) {
+		t.Fatal("a snapshot from before the failed eviction is still valid")
+	}
+	line, s, ok = c.Peek(7)
+	if !ok || !c.Valid(7, s) || atomic.LoadUint64(word(line, 0)) != 42 {
+		t.Fatal("the line given back after the failed write-back cannot be peeked or lost its store")
+	}
+	b.beforeWrite = nil
+}
