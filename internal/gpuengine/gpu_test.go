@@ -170,6 +170,7 @@ func TestGPUGatherSmallCache(t *testing.T) {
 			if got != sum {
 				t.Fatalf("sum = %#x, want %#x", got, sum)
 			}
+			checkGenerations(t, r.e)
 		})
 	}
 }
@@ -225,6 +226,7 @@ func TestGPUScatterFlush(t *testing.T) {
 		if dirty != 0 {
 			t.Errorf("line %d %s: %d dirty lines after Flush", lineSize, tc.route, dirty)
 		}
+		checkGenerations(t, r.e)
 		for i := uint64(0); i < r.n; i++ {
 			if got := r.stored(i); got != oracle[i] {
 				t.Fatalf("line %d %s: after Flush, storage element %d = %#x, want %#x", lineSize, tc.route, i, got, oracle[i])
@@ -328,6 +330,7 @@ func TestGPUFaults(t *testing.T) {
 	t.Logf("stall: %v after %v", err, time.Since(start))
 	r.e.SetFaultHook(nil)
 	check("stalled namespace")
+	checkGenerations(t, r.e)
 }
 
 func TestGPUCacheTooSmall(t *testing.T) {
@@ -453,5 +456,41 @@ func TestGPUFillCopier(t *testing.T) {
 	}
 	if st.CopierWaited != 0 {
 		t.Errorf("%d posts found their ring slot taken", st.CopierWaited)
+	}
+}
+
+// checkGenerations reads the cache metadata back once the engine is idle
+// and checks what reads without references rely on: no way is BUSY or
+// referenced, and a way that holds a tag holds its data (VALID) exactly
+// when its generation is even (gpucache/doc.go, Reads without references).
+func checkGenerations(t *testing.T, e *Engine) {
+	t.Helper()
+	K := uint32(e.cfg.Ways)
+	N := uint32(e.sets)
+	buf := make([]byte, gpucache.RegionBytes(N, K))
+	if err := e.meta.Read(0, buf); err != nil {
+		t.Fatal(err)
+	}
+	tags, ways := gpucache.TagsOffset(N, K), gpucache.WaysOffset(N, K)
+	bad := 0
+	for g := uint64(0); g < uint64(N)*uint64(K); g++ {
+		tag := binary.LittleEndian.Uint64(buf[tags+g*gpucache.TagBytes:])
+		rec := buf[ways+g*gpucache.WayStride:]
+		state := binary.LittleEndian.Uint32(rec[gpucache.WayStateOffset:])
+		gen := binary.LittleEndian.Uint32(rec[gpucache.WayGenOffset:])
+		valid := state&gpucache.StateValid != 0
+		switch {
+		case state&(gpucache.StateBusy|gpucache.StateRefMask) != 0:
+			t.Errorf("way %d: state %#x busy or referenced on an idle engine", g, state)
+		case tag == gpucache.TagEmpty && valid:
+			t.Errorf("way %d: VALID without a tag", g)
+		case tag != gpucache.TagEmpty && valid != (gen%2 == 0):
+			t.Errorf("way %d: tag %#x, state %#x, generation %d: VALID and an even generation disagree", g, tag, state, gen)
+		default:
+			continue
+		}
+		if bad++; bad == 10 {
+			t.Fatal("more ways disagree")
+		}
 	}
 }
