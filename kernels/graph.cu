@@ -9,7 +9,9 @@
 //	      mapped into the device (G1 baseline b, EMOGI's zero-copy).
 //
 // BFS is frontier based, one warp per frontier vertex, the 32 lanes reading
-// consecutive neighbours (coalesced), as BaM's best variant. CC is Afforest:
+// consecutive neighbours (coalesced), as BaM's best variant; on undirected
+// graphs the levels with large frontiers go bottom-up instead (every
+// unreached vertex looks for a parent and stops at the first). CC is Afforest:
 // link every vertex to its first neighbours, compress, then link the
 // remaining neighbours of vertices outside the largest component (one warp
 // per vertex) and compress; links hook the larger root under the smaller,
@@ -95,6 +97,43 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 	}
 }
 
+// bfs_claim_parents is BFS's bottom-up step (Beamer's direction-optimizing
+// BFS): every unreached vertex looks for a neighbour on the current level
+// and, once one is found, stops reading its list. A warp takes runs of
+// bottom_up_run consecutive vertices, so consecutive lists share the lines
+// a lane holds; the lanes read consecutive neighbours (coalesced). The
+// vertices it reaches are appended to next (one atomicAdd per warp and
+// vertex found), so the following level may go top-down again. It needs
+// the reverse of every edge (an undirected graph): the parent found is an
+// in-neighbour.
+constexpr u64 bottom_up_run = 32;
+
+template <typename E>
+__device__ void bfs_claim_parents(const u64 *__restrict__ offsets, E edges, u64 n, u32 *__restrict__ depth, u32 level,
+                                  typename reader_of<E>::vertex *__restrict__ next, unsigned long long *__restrict__ next_len) {
+	using V = typename reader_of<E>::vertex;
+	const u32 lane = threadIdx.x & 31;
+	typename reader_of<E>::type rd(edges);
+	for (u64 run = warp_id() * bottom_up_run; run < n; run += grid_warps() * bottom_up_run) {
+		const u64 run_end = run + bottom_up_run < n ? run + bottom_up_run : n;
+		for (u64 v = run; v < run_end; v++) {
+			if (depth[v] != unreached) continue;  // warp-uniform: one address
+			const u64 start = offsets[v], end = offsets[v + 1];
+			bool found = false;
+			for (u64 base = start; base < end && !found; base += 32) {
+				const u64 i = base + lane;
+				const bool parent = i < end && depth[rd[i]] == level;
+				found = __any_sync(bam::full_warp_mask, parent);
+			}
+			if (found && lane == 0) {
+				depth[v] = level + 1;
+				next[atomicAdd(next_len, 1ull)] = static_cast<V>(v);
+			}
+		}
+		rd.release();  // hold no line between runs
+	}
+}
+
 // CC (Afforest) on labels of the vertex type.
 // Labels are read with volatile loads: other threads hook roots while a
 // link walks them.
@@ -166,6 +205,14 @@ __device__ void cc_compress(V *comp, u64 n) {
 	BAM_KERNEL void graph_bfs_expand_##VS##_mem(const u64 *offsets, const V *edges, const V *frontier, u64 nf,       \
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
 		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
+	}                                                                                                                \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 *depth,   \
+	                                                    u32 level, V *next, unsigned long long *next_len) {         \
+		bfs_claim_parents(offsets, edges, n, depth, level, next, next_len);                                          \
+	}                                                                                                                \
+	BAM_KERNEL void graph_bfs_claim_parents_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 *depth,        \
+	                                                   u32 level, V *next, unsigned long long *next_len) {          \
+		bfs_claim_parents(offsets, edges, n, depth, level, next, next_len);                                          \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 rounds,       \
 	                                               V *comp) {                                                        \

@@ -28,12 +28,37 @@ func (o AlgoOptions) workers() int {
 
 // BFSResult is the outcome of one breadth-first search.
 type BFSResult struct {
-	Source       uint64
-	Depth        []int32 // per vertex; Unreached (-1) if not reached
-	Levels       int     // frontiers expanded
-	Reached      uint64
-	EdgesTouched uint64 // neighbour-list elements read (sum of the degrees of reached vertices)
-	Elapsed      time.Duration
+	Source         uint64
+	Depth          []int32 // per vertex; Unreached (-1) if not reached
+	Levels         int     // frontiers expanded
+	BottomUpLevels int     // of those, levels run bottom-up (undirected graphs only)
+	Reached        uint64
+	EdgesTouched   uint64 // neighbour-list elements read (GPU: the sum of the degrees of reached vertices)
+	Elapsed        time.Duration
+}
+
+// Direction-optimizing BFS (Beamer, Asanović and Patterson, SC'12): on an
+// undirected graph a level whose frontier is large runs bottom-up, every
+// unreached vertex looking through its own list for a neighbour on the
+// current level and stopping at the first, instead of top-down through
+// the frontier's lists. With the edges of the frontier and of the
+// unreached vertices estimated from the average degree, Beamer's rules
+// become: go bottom-up when the frontier holds more than a 1/alpha share
+// of the unreached vertices; go back top-down when a shrinking frontier
+// holds fewer than a 1/beta share of all vertices.
+const (
+	bottomUpAlpha = 14
+	bottomUpBeta  = 24
+)
+
+// nextBottomUp decides the direction of the next level from the current
+// one (bottomUp), the frontier's size nf and the previous frontier's size
+// prev, the vertices reached so far and the vertex count n.
+func nextBottomUp(bottomUp bool, nf, prev, reached, n uint64) bool {
+	if !bottomUp {
+		return nf*bottomUpAlpha > n-reached
+	}
+	return !(nf < prev && nf*bottomUpBeta < n)
 }
 
 // frontierChunk is the number of frontier vertices one task expands.
@@ -58,9 +83,25 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 	res := &BFSResult{Source: src, Depth: depth, Reached: 1}
 	var pool bufPool[V]
 	var touched atomic.Uint64
+	bottomUp, prev := false, uint64(0)
 	for level := int32(0); len(frontier) > 0; level++ {
 		if level == 1<<30 {
 			return nil, fmt.Errorf("graph: BFS exceeded %d levels", level)
+		}
+		nf := uint64(len(frontier))
+		bottomUp = !g.Directed && nextBottomUp(bottomUp, nf, prev, res.Reached, g.N)
+		prev = nf
+		if bottomUp {
+			n, err := claimParents(ctx, g, depth, level, next, opt.workers(), &pool)
+			touched.Add(n)
+			if err != nil {
+				return nil, fmt.Errorf("graph: BFS level %d (bottom-up): %w", level, err)
+			}
+			res.Levels++
+			res.BottomUpLevels++
+			frontier = collect(next, frontier[:0])
+			res.Reached += uint64(len(frontier))
+			continue
 		}
 		err := parallelChunksErr(ctx, opt.workers(), len(frontier), frontierChunk, func(ctx context.Context, lo, hi int) error {
 			buf := pool.get()
@@ -86,6 +127,42 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 	res.EdgesTouched = touched.Load()
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// claimParents is BFS's bottom-up step: every unreached vertex whose list
+// holds a vertex of depth level gets depth level+1 and its bit in next. The
+// lists of a chunk of consecutive vertices are read together (they lie
+// next to each other); a vertex's scan stops at its first parent. It
+// returns the list elements read.
+func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, level int32, next []uint64, workers int, pool *bufPool[V]) (uint64, error) {
+	var touched atomic.Uint64
+	err := parallelChunksErr(ctx, workers, int(g.N), frontierChunk*8, func(ctx context.Context, lo, hi int) error {
+		var vs []uint64
+		for v := lo; v < hi; v++ {
+			if atomic.LoadInt32(&depth[v]) == Unreached {
+				vs = append(vs, uint64(v))
+			}
+		}
+		buf := pool.get()
+		defer pool.put(buf)
+		found := ^uint64(0) // the last vertex that found a parent (long lists arrive in pieces)
+		n, err := visitLists(ctx, g, vs, *buf, func(v, _ uint64, nb []V) {
+			if v == found {
+				return
+			}
+			for _, w := range nb {
+				if atomic.LoadInt32(&depth[w]) == level {
+					atomic.StoreInt32(&depth[v], level+1)
+					atomic.OrUint64(&next[v/64], 1<<(v%64))
+					found = v
+					return
+				}
+			}
+		})
+		touched.Add(n)
+		return err
+	})
+	return touched.Load(), err
 }
 
 // collect appends the set bits of bm (ascending) to out and clears bm.

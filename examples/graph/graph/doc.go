@@ -20,6 +20,13 @@
 // baselines of benchmark G1, and the validators (BFS depths edge by edge,
 // components against a union-find).
 //
+// BFS is direction-optimizing on undirected graphs, on both engines and in
+// the baselines (they share the kernels and the CPU code): levels whose
+// frontier is large run bottom-up, every unreached vertex reading its list
+// only up to its first neighbour on the current level (nextBottomUp has
+// the rule). Directed graphs, whose lists hold out-neighbours only, always
+// run top-down.
+//
 // # Invariants
 //
 //   - Offsets are non-decreasing, start at 0 and end at the edge count;

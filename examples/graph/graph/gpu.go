@@ -252,7 +252,12 @@ func (r *GPU[V]) ColdCache(ctx context.Context) error {
 // CacheStats returns the GPU engine's counters.
 func (r *GPU[V]) CacheStats() (gpuengine.Stats, error) { return r.eng.Stats() }
 
-// BFS runs a breadth-first search from src on the GPU.
+// bottomUpRun is the run of consecutive vertices a warp takes in a
+// bottom-up level (kernels/graph.cu, bottom_up_run).
+const bottomUpRun = 32
+
+// BFS runs a breadth-first search from src on the GPU; on undirected
+// graphs, levels with large frontiers run bottom-up (nextBottomUp).
 func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	n := r.Info.N
 	if src >= n {
@@ -297,14 +302,27 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		return nil, err
 	}
 	fn := fmt.Sprintf("graph_bfs_expand_%s_%s", r.vs, kind)
+	fnUp := fmt.Sprintf("graph_bfs_claim_parents_%s_%s", r.vs, kind)
 	res := &BFSResult{Source: src}
 	nf := uint64(1)
+	reached := uint64(1)
+	bottomUp, prev := false, uint64(0)
 	cb := make([]byte, 8)
 	for level := uint32(0); nf > 0; level++ {
 		if err := count.Memset8(0); err != nil {
 			return nil, err
 		}
-		if err := r.launch(ctx, fn, r.warps(nf), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
+		// Direction-optimizing on undirected graphs, as the CPU's BFS.
+		bottomUp = !r.Info.Directed && nextBottomUp(bottomUp, nf, prev, reached, n)
+		prev = nf
+		if bottomUp {
+			// A warp per run of bottomUpRun consecutive vertices.
+			if err := r.launch(ctx, fnUp, r.warps((n+bottomUpRun-1)/bottomUpRun), cuda.Ptr(r.dOff.Ptr()), edges, cuda.U64(n),
+				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+				return nil, fmt.Errorf("graph: GPU BFS level %d (bottom-up): %w", level, err)
+			}
+			res.BottomUpLevels++
+		} else if err := r.launch(ctx, fn, r.warps(nf), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
 			cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
 			return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
 		}
@@ -312,9 +330,10 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			return nil, err
 		}
 		nf = *(*uint64)(unsafe.Pointer(&cb[0]))
-		if nf > n {
-			return nil, fmt.Errorf("graph: GPU BFS level %d: frontier of %d vertices in a graph of %d", level, nf, n)
+		if nf > n-reached {
+			return nil, fmt.Errorf("graph: GPU BFS level %d: frontier of %d vertices with %d of %d reached", level, nf, reached, n)
 		}
+		reached += nf
 		res.Levels++
 		fa, fb = fb, fa
 	}

@@ -409,6 +409,12 @@ func randomGraph(t *testing.T, r *rand.Rand, sym bool) *CSR[uint32] {
 func TestAlgorithmsInMemoryAgainstOracles(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(3, 4))
+	bottomUp := 0 // searches that ran some level bottom-up
+	defer func() {
+		if bottomUp == 0 && !t.Failed() {
+			t.Error("no search ran a level bottom-up")
+		}
+	}()
 	for i := range 60 {
 		sym := i%3 != 0
 		c := randomGraph(t, r, sym)
@@ -424,7 +430,17 @@ func TestAlgorithmsInMemoryAgainstOracles(t *testing.T) {
 		if err := ValidateBFS(ctx, g, src, res.Depth, 2); err != nil {
 			t.Fatalf("graph %d: %v", i, err)
 		}
-		if res.EdgesTouched != EdgesTouchedFromDepth(c.Offsets, res.Depth) {
+		switch {
+		case res.BottomUpLevels > 0 && c.Directed:
+			t.Fatalf("graph %d: %d bottom-up levels on a directed graph", i, res.BottomUpLevels)
+		case res.BottomUpLevels > 0:
+			// Bottom-up levels read the lists of unreached vertices, up
+			// to their first parent: at most every list once a level.
+			bottomUp++
+			if res.EdgesTouched == 0 && len(c.Edges) > 0 || res.EdgesTouched > uint64(res.Levels)*uint64(len(c.Edges)) {
+				t.Fatalf("graph %d: edges touched %d over %d levels of %d edges", i, res.EdgesTouched, res.Levels, len(c.Edges))
+			}
+		case res.EdgesTouched != EdgesTouchedFromDepth(c.Offsets, res.Depth):
 			t.Fatalf("edges touched %d, want %d", res.EdgesTouched, EdgesTouchedFromDepth(c.Offsets, res.Depth))
 		}
 		cc, err := CC(ctx, g, AlgoOptions{Workers: 3})

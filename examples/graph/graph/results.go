@@ -18,6 +18,7 @@ type Summary struct {
 	Edges        uint64  `json:"edges"`
 	Source       *uint64 `json:"source,omitempty"`
 	Levels       int     `json:"levels,omitempty"`
+	BottomUp     int     `json:"bottom_up_levels,omitempty"` // BFS levels run bottom-up
 	Reached      uint64  `json:"reached,omitempty"`
 	Components   uint64  `json:"components,omitempty"`
 	Largest      uint64  `json:"largest_component,omitempty"`
