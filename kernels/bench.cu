@@ -251,7 +251,8 @@ __device__ __forceinline__ u64 perm_bits(u64 x, u32 bits, u64 seed) {
 }
 
 // read_nc reads element i of a u64 array without warp coalescing: every
-// lane acquires and releases the line for itself (ablation C4).
+// lane acquires and releases the line for itself, taking references even
+// on a hit (ablation C4).
 __device__ __noinline__ u64 read_nc(const bam::array_desc &d, u64 i) {
 	if (i >= d.elem_count) {
 		bam::detail::record_error(d, L::ErrCodeOutOfRange, 0, i, 0, 0);
