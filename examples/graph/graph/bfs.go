@@ -137,7 +137,7 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, level int32, next []uint64, workers int, pool *bufPool[V]) (uint64, error) {
 	var touched atomic.Uint64
 	err := parallelChunksErr(ctx, workers, int(g.N), frontierChunk*8, func(ctx context.Context, lo, hi int) error {
-		var vs []uint64
+		vs := make([]uint64, 0, hi-lo)
 		for v := lo; v < hi; v++ {
 			if atomic.LoadInt32(&depth[v]) == Unreached {
 				vs = append(vs, uint64(v))
