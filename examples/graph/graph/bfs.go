@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -136,13 +137,20 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 // returns the list elements read.
 func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, level int32, next []uint64, workers int, pool *bufPool[V]) (uint64, error) {
 	var touched atomic.Uint64
+	var lists sync.Pool // *[]uint64: a chunk's unreached vertices
 	err := parallelChunksErr(ctx, workers, int(g.N), frontierChunk*8, func(ctx context.Context, lo, hi int) error {
-		vs := make([]uint64, 0, hi-lo)
+		p, _ := lists.Get().(*[]uint64)
+		if p == nil {
+			p = new([]uint64)
+		}
+		defer lists.Put(p)
+		vs := (*p)[:0]
 		for v := lo; v < hi; v++ {
 			if atomic.LoadInt32(&depth[v]) == Unreached {
 				vs = append(vs, uint64(v))
 			}
 		}
+		*p = vs
 		buf := pool.get()
 		defer pool.put(buf)
 		found := ^uint64(0) // the last vertex that found a parent (long lists arrive in pieces)
