@@ -23,11 +23,16 @@ var (
 	// ErrClosed is returned by calls on a context, stream, event, module or
 	// allocation that was already closed or freed.
 	ErrClosed = errors.New("cuda: use after close")
+	// ErrArgs is returned by Launch when the arguments do not match the
+	// kernel's parameters in number, size or placement (checked where the
+	// driver describes parameters: CUDA 12.4 and later).
+	ErrArgs = errors.New("cuda: arguments do not match the kernel's parameters")
 )
 
 // Driver result codes this package interprets (CUresult values).
 const (
 	resultSuccess                 = 0
+	resultInvalidValue            = 1
 	resultOutOfMemory             = 2
 	resultStubLibrary             = 34
 	resultInsufficientDriver      = 35

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -122,6 +123,64 @@ type Function struct {
 	mod  *Module
 	h    C.bam_CUfunction
 	name string
+
+	paramsOnce sync.Once
+	params     []param // nil: the driver cannot describe them
+	paramsErr  error
+}
+
+// param is where one kernel parameter lies in the parameter buffer.
+type param struct{ off, size uintptr }
+
+// maxParams bounds the parameter query (a kernel's parameters fit in 32 KiB
+// on current devices, 4 KiB on older ones).
+const maxParams = 8192
+
+// paramLayout returns the kernel's parameters as the driver describes them,
+// once per kernel; nil without an error where the driver predates
+// cuFuncGetParamInfo.
+func (f *Function) paramLayout(h C.bam_CUcontext) ([]param, error) {
+	f.paramsOnce.Do(func() {
+		ps := []param{}
+		for i := 0; i < maxParams; i++ {
+			var off, size C.size_t
+			r := C.bam_cuFuncGetParamInfo(h, f.h, C.size_t(i), &off, &size)
+			switch {
+			case r == resultSuccess:
+				ps = append(ps, param{uintptr(off), uintptr(size)})
+				continue
+			case r == resultNoSymbol:
+				return
+			case r == resultInvalidValue:
+				// Past the last parameter.
+				f.params = ps
+				return
+			}
+			f.paramsErr = fmt.Errorf("cuda: kernel %q parameter %d: %w", f.name, i, check("cuFuncGetParamInfo", r))
+			return
+		}
+		f.paramsErr = fmt.Errorf("cuda: kernel %q: more than %d parameters", f.name, maxParams)
+	})
+	return f.params, f.paramsErr
+}
+
+// checkArgs compares the arguments with the kernel's parameters.
+func (f *Function) checkArgs(h C.bam_CUcontext, args []Arg) error {
+	ps, err := f.paramLayout(h)
+	if err != nil || ps == nil {
+		return err
+	}
+	if len(ps) != len(args) {
+		return fmt.Errorf("%w: kernel %s takes %d parameters, got %d arguments", ErrArgs, f.name, len(ps), len(args))
+	}
+	offs, _ := argOffsets(args)
+	for i, p := range ps {
+		if uintptr(args[i].size) != p.size || offs[i] != p.off {
+			return fmt.Errorf("%w: kernel %s parameter %d is %d bytes at offset %d, argument %d is %d bytes at offset %d",
+				ErrArgs, f.name, i, p.size, p.off, i, args[i].size, offs[i])
+		}
+	}
+	return nil
 }
 
 // Name returns the kernel's name.
@@ -230,6 +289,9 @@ func (f *Function) Launch(cfg LaunchConfig, args ...Arg) error {
 		}
 		sh = cfg.Stream.h
 	}
+	if err := f.checkArgs(h, args); err != nil {
+		return err
+	}
 	params, free := packArgs(args)
 	defer free()
 	gx, gy, gz := cfg.Grid.norm()
@@ -301,6 +363,19 @@ func (a Arg) bytes() []byte {
 	return a.data[:a.size]
 }
 
+// argOffsets places each argument at its alignment, in order, as the
+// kernel's parameter buffer does, and returns the offsets and the total.
+func argOffsets(args []Arg) (offs []uintptr, total uintptr) {
+	offs = make([]uintptr, len(args))
+	for i, a := range args {
+		al := uintptr(max(a.align, 1))
+		total = (total + al - 1) &^ (al - 1)
+		offs[i] = total
+		total += uintptr(a.size)
+	}
+	return offs, total
+}
+
 // packArgs lays the arguments out in C memory, each at its alignment, and
 // returns the array of pointers to them that cuLaunchKernel takes. The
 // driver copies the values during the launch call, so free may run right
@@ -309,14 +384,7 @@ func packArgs(args []Arg) (params *unsafe.Pointer, free func()) {
 	if len(args) == 0 {
 		return nil, func() {}
 	}
-	offs := make([]uintptr, len(args))
-	var total uintptr
-	for i, a := range args {
-		al := uintptr(max(a.align, 1))
-		total = (total + al - 1) &^ (al - 1)
-		offs[i] = total
-		total += uintptr(a.size)
-	}
+	offs, total := argOffsets(args)
 	ptrBytes := uintptr(len(args)) * unsafe.Sizeof(unsafe.Pointer(nil))
 	// One block: the pointer array first, then the 16-byte-aligned values.
 	valStart := (ptrBytes + 15) &^ 15
