@@ -103,6 +103,11 @@ func (a *Array) Desc() cuda.DevicePtr { return a.desc.Ptr() }
 // address and the fields a hit needs, by value.
 func (a *Array) Arg() cuda.Arg { return cuda.Struct(a.arg, 8) }
 
+// NoArrayArg is the argument for a bam::array<T> parameter that a launch
+// leaves unused: every field zero, the descriptor's address included, so
+// the kernel must not access it (size() is 0).
+func NoArrayArg() cuda.Arg { return cuda.Struct(make([]byte, ArrayArgBytes), 8) }
+
 // encodeArg builds the kernel argument of the array whose descriptor d
 // (ArrayDescBytes, as encodeDesc built it) lies at desc.
 func encodeArg(desc cuda.DevicePtr, d []byte) []byte {

@@ -227,7 +227,13 @@ func (g *GPU) run(ctx context.Context, q Query, resident bool) (*Result, error) 
 	// Blocks of 256 threads = 8 warps, each warp 512 rows.
 	warps := max(1, (n+rows512-1)/rows512)
 	lc := cuda.Linear(warps*32, 256, 132*32)
-	nul := cuda.Ptr(0)
+	// Columns a query does not read: a null pointer for the in-memory
+	// kernels, an empty array argument for those that read through the
+	// cache (the parameter is the whole bam::array<T>).
+	nul := gpuengine.NoArrayArg()
+	if resident {
+		nul = cuda.Ptr(0)
+	}
 	arg := func(c Col) cuda.Arg {
 		a, e := g.colArg(c, resident)
 		if e != nil && err == nil {
