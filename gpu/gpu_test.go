@@ -132,3 +132,160 @@ func TestGPUUserKernel(t *testing.T) {
 		t.Fatalf("bad source: %v, want a CompileError with a log", err)
 	}
 }
+
+// divergentSrc reads and writes several arrays of one element type from
+// divergent lanes, so that lanes of different arrays reach the shared
+// out-of-line parts of the protocol at the same time and may run there
+// converged.
+const divergentSrc = `
+#include "bam/array.cuh"
+typedef unsigned long long u64;
+__device__ u64 tid() { return blockIdx.x * (u64)blockDim.x + threadIdx.x; }
+__device__ u64 nthreads() { return (u64)gridDim.x * blockDim.x; }
+extern "C" __global__ void select_sum(bam::array<unsigned> a, bam::array<unsigned> b, bam::array<unsigned> c,
+                                      u64 n, unsigned t, u64 *out) {
+	u64 s = 0, m = 0;
+	for (u64 i = tid(); i < n; i += nthreads()) {
+		const unsigned x = a[i];
+		if (x >= t) {
+			m++;
+			s += b[i];
+			if (x & 1) s += c[i];
+		}
+	}
+	atomicAdd(&out[0], s);
+	atomicAdd(&out[1], m);
+}
+// Each warp walks its own run of elements, its lanes side by side; lanes
+// alternate between a and b in groups of eight.
+extern "C" __global__ void ref_sum(bam::array<unsigned> a, bam::array<unsigned> b, u64 n, u64 *out) {
+	bam::array_ref<unsigned> ra(a), rb(b);
+	const u64 warps = nthreads() / 32, warp = tid() / 32, lane = threadIdx.x & 31;
+	const u64 per = (n / warps + 31) / 32 * 32;
+	u64 s = 0;
+	for (u64 i = warp * per + lane; i < n && i < (warp + 1) * per; i += 32) {
+		if (((i >> 3) ^ (i >> 9)) & 1) s += ra[i];
+		else s += rb[i];
+	}
+	ra.release();
+	rb.release();
+	atomicAdd(out, s);
+}
+extern "C" __global__ void split_write(bam::array<unsigned> a, bam::array<unsigned> b, bam::array<unsigned> c, u64 n) {
+	for (u64 i = tid(); i < n; i += nthreads()) {
+		const unsigned x = a[i];
+		if (x & 1) b.write(i, x);
+		else c.write(i, x + 1);
+	}
+}
+`
+
+// TestGPUDivergentArrays checks reads, array_ref reads and writes of
+// several arrays of the same type from divergent lanes against host
+// arithmetic, through a cache a quarter of one array.
+func TestGPUDivergentArrays(t *testing.T) {
+	cudatest.Device(t)
+	if err := cuda.OpenNVRTC(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := newStore(t, bam.EngineGPU)
+	const n = 1 << 20 // 4 MiB per array through a 1 MiB cache
+	vals := [3][]uint32{make([]uint32, n), make([]uint32, n), make([]uint32, n)}
+	arrs := make([]*array.Array[uint32], 3)
+	for k := range arrs {
+		for i := range vals[k] {
+			switch k {
+			case 0:
+				vals[k][i] = uint32(uint64(i)*2654435761>>7) % 1000
+			case 1:
+				vals[k][i] = uint32(i % 1013)
+			default:
+				vals[k][i] = uint32(i*7) % 991
+			}
+		}
+		a, err := array.Create[uint32](ctx, s, string(rune('a'+k)), n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WriteRange(ctx, 0, vals[k]); err != nil {
+			t.Fatal(err)
+		}
+		arrs[k] = a
+	}
+	m, err := gpu.Compile(s, "divergent.cu", divergentSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := gpu.NewBuffer(s, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	read := func(kernel string, dims gpu.Dims, args ...any) [2]uint64 {
+		t.Helper()
+		if err := out.Write(make([]byte, 16)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Launch(ctx, kernel, dims, append(args, out)...); err != nil {
+			t.Fatalf("%s: %v", kernel, err)
+		}
+		b := make([]byte, 16)
+		if err := out.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		return [2]uint64{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}
+	}
+	a, b, c := vals[0], vals[1], vals[2]
+	const threshold = 500
+	var wantSum, wantCount uint64
+	for i := range n {
+		if a[i] >= threshold {
+			wantCount++
+			wantSum += uint64(b[i])
+			if a[i]&1 == 1 {
+				wantSum += uint64(c[i])
+			}
+		}
+	}
+	for run := range 3 {
+		if got := read("select_sum", gpu.Grid(n, 256), arrs[0], arrs[1], arrs[2], uint64(n), uint32(threshold)); got != [2]uint64{wantSum, wantCount} {
+			t.Fatalf("select_sum run %d: sum %d count %d, want %d %d", run, got[0], got[1], wantSum, wantCount)
+		}
+	}
+	var wantRef uint64
+	for i := range n {
+		if ((i>>3)^(i>>9))&1 == 1 {
+			wantRef += uint64(a[i])
+		} else {
+			wantRef += uint64(b[i])
+		}
+	}
+	// 64 warps, each holding at most one line of each array.
+	if got := read("ref_sum", gpu.Dims{Grid: 8, Block: 256}, arrs[0], arrs[1], uint64(n)); got[0] != wantRef {
+		t.Fatalf("ref_sum: %d, want %d", got[0], wantRef)
+	}
+	if err := m.Launch(ctx, "split_write", gpu.Grid(n, 256), arrs[0], arrs[1], arrs[2], uint64(n)); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k < 3; k++ {
+		got := make([]uint32, n)
+		if err := arrs[k].ReadRange(ctx, 0, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			want := vals[k][i]
+			switch {
+			case k == 1 && a[i]&1 == 1:
+				want = a[i]
+			case k == 2 && a[i]&1 == 0:
+				want = a[i] + 1
+			}
+			if got[i] != want {
+				t.Fatalf("after split_write, array %c element %d = %d, want %d", 'a'+k, i, got[i], want)
+			}
+		}
+	}
+}

@@ -266,7 +266,7 @@ __device__ __noinline__ slot acquire_slow(const array_desc &d, coalesce::group g
 // may use the line only once it holds it: the probe's hit is confirmed
 // before the way is handed out.
 __device__ __forceinline__ slot take_line(const array_desc &d, const hit_fields &f, u32 mask, u64 line, u64 index, coalesce::group *g) {
-	*g = coalesce::by(mask, line);
+	*g = coalesce::by(mask, reinterpret_cast<u64>(&d), line);
 	count_groups(f.stats, mask, *g);
 	u64 tag = 0;
 	const cache::probe p = probe_group(d, f, *g, line, &tag);
@@ -329,14 +329,16 @@ class array {
 	}
 
 	// read_slow is read's full protocol, for the lanes that call it together
-	// (those whose peek failed): grouped by line, the group's leader takes
+	// (those whose peek failed): grouped by array and line, the group's leader takes
 	// references (filling the line on a miss), the group loads its elements
 	// and the leader releases the line. It is out of line so that the hit
 	// path keeps few registers, and nothing of the caller lives across the
 	// call but the result.
 	__device__ __noinline__ static T read_slow(const array_desc *desc, u64 line, u64 i, u64 off) {
 		const array_desc &d = *desc;
-		const coalesce::group g = coalesce::by(__activemask(), line);
+		// Lanes of other calls of read_slow (other arrays of T) may run
+		// converged with these: group by array and line.
+		const coalesce::group g = coalesce::by(__activemask(), reinterpret_cast<u64>(desc), line);
 		cache::handle h{0, false, 0, 0, 0};
 		if (g.is_leader()) h = cache::acquire_deferred(d, cache::locate(d, line), g.count, i);
 		group_fill(d, g, h);
@@ -373,7 +375,7 @@ class array {
 // ref_drop gives back the lines the lanes of mask hold (held, way): the
 // lanes holding the same way release it with one atomic.
 __device__ __noinline__ void ref_drop(const array_desc *desc, u32 mask, bool held, u64 way) {
-	const coalesce::group g = coalesce::by(mask, held ? way : ~0ull);
+	const coalesce::group g = coalesce::by(mask, reinterpret_cast<u64>(desc), held ? way : ~0ull);
 	if (held && g.is_leader()) cache::release(*desc, way, g.count, false);
 }
 

@@ -32,6 +32,21 @@ __device__ __forceinline__ group by(u32 mask, u64 key) {
 	return g;
 }
 
+// by groups the lanes of mask by key within space (an array's descriptor,
+// say): lanes group only when both match. Use it wherever lanes can come
+// from different call sites: the hardware may run lanes converged inside a
+// __noinline__ function that they reached from different calls, so lanes
+// reading line 5 of one array and line 5 of another can share an
+// __activemask() there, and grouping them by line alone would hand one
+// array's line to the other's lanes.
+__device__ __forceinline__ group by(u32 mask, u64 space, u64 key) {
+	group g;
+	g.mask = __match_any_sync(mask, key) & __match_any_sync(mask, space);
+	g.leader = __ffs(g.mask) - 1;
+	g.count = __popc(g.mask);
+	return g;
+}
+
 // any_dirty reports whether any lane of mask wrote (the group's release
 // marks the line dirty if so).
 __device__ __forceinline__ bool any(u32 mask, bool pred) { return __any_sync(mask, pred); }
