@@ -42,6 +42,7 @@ typedef bam_CUresult (*fn_modfunc)(bam_CUfunction *, bam_CUmodule, const char *)
 typedef bam_CUresult (*fn_modglobal)(bam_CUdeviceptr *, size_t *, bam_CUmodule, const char *);
 typedef bam_CUresult (*fn_funcattr)(int *, int, bam_CUfunction);
 typedef bam_CUresult (*fn_paraminfo)(bam_CUfunction, size_t, size_t *, size_t *);
+typedef bam_CUresult (*fn_paramcount)(bam_CUfunction, size_t *);
 typedef bam_CUresult (*fn_occupancy)(int *, bam_CUfunction, int, size_t);
 typedef bam_CUresult (*fn_launch)(bam_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   unsigned, bam_CUstream, void **, void **);
@@ -91,7 +92,8 @@ static struct {
 	fn_modfunc cuModuleGetFunction;
 	fn_modglobal cuModuleGetGlobal;
 	fn_funcattr cuFuncGetAttribute;
-	fn_paraminfo cuFuncGetParamInfo; // optional: drivers of CUDA 12.4 and later
+	fn_paraminfo cuFuncGetParamInfo;   // optional: newer drivers only
+	fn_paramcount cuFuncGetParamCount; // optional: newer drivers only
 	fn_occupancy cuOccupancyMaxActiveBlocksPerMultiprocessor;
 	fn_launch cuLaunchKernel;
 	fn_streamcreate cuStreamCreate;
@@ -184,8 +186,9 @@ int bam_cu_load(const char *path, char *err, size_t errlen) {
 	SYM(cuEventQuery, "cuEventQuery", NULL);
 	// The unversioned name has the same signature and exists in every driver.
 	SYM(cuEventElapsedTime, "cuEventElapsedTime", "cuEventElapsedTime_v2");
-	// Optional: older drivers lack it, and launches then go unchecked.
+	// Optional: older drivers lack them, and launches then go unchecked.
 	cu.cuFuncGetParamInfo = (fn_paraminfo)dlsym(lib, "cuFuncGetParamInfo");
+	cu.cuFuncGetParamCount = (fn_paramcount)dlsym(lib, "cuFuncGetParamCount");
 	if (!ok) return -1;
 	cu.loaded = 1;
 	return 0;
@@ -285,6 +288,11 @@ bam_CUresult bam_cuModuleUnload(bam_CUcontext c, bam_CUmodule m) { WITH_CTX(c); 
 bam_CUresult bam_cuModuleGetFunction(bam_CUcontext c, bam_CUfunction *f, bam_CUmodule m, const char *name) { WITH_CTX(c); return cu.cuModuleGetFunction(f, m, name); }
 bam_CUresult bam_cuModuleGetGlobal(bam_CUcontext c, bam_CUdeviceptr *p, size_t *bytes, bam_CUmodule m, const char *name) { WITH_CTX(c); return cu.cuModuleGetGlobal(p, bytes, m, name); }
 bam_CUresult bam_cuFuncGetAttribute(bam_CUcontext c, int *v, int attr, bam_CUfunction f) { WITH_CTX(c); return cu.cuFuncGetAttribute(v, attr, f); }
+bam_CUresult bam_cuFuncGetParamCount(bam_CUcontext c, bam_CUfunction f, size_t *n) {
+	WITH_CTX(c);
+	if (!cu.cuFuncGetParamCount) return BAM_ERR_NO_SYMBOL;
+	return cu.cuFuncGetParamCount(f, n);
+}
 bam_CUresult bam_cuFuncGetParamInfo(bam_CUcontext c, bam_CUfunction f, size_t i, size_t *off, size_t *size) {
 	WITH_CTX(c);
 	if (!cu.cuFuncGetParamInfo) return BAM_ERR_NO_SYMBOL;

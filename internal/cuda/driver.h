@@ -84,7 +84,8 @@ bam_CUresult bam_cuModuleUnload(bam_CUcontext c, bam_CUmodule m);
 bam_CUresult bam_cuModuleGetFunction(bam_CUcontext c, bam_CUfunction *f, bam_CUmodule m, const char *name);
 bam_CUresult bam_cuModuleGetGlobal(bam_CUcontext c, bam_CUdeviceptr *p, size_t *bytes, bam_CUmodule m, const char *name);
 bam_CUresult bam_cuFuncGetAttribute(bam_CUcontext c, int *v, int attr, bam_CUfunction f);
-// BAM_ERR_NO_SYMBOL where the driver predates cuFuncGetParamInfo.
+// Each BAM_ERR_NO_SYMBOL where the driver lacks the function.
+bam_CUresult bam_cuFuncGetParamCount(bam_CUcontext c, bam_CUfunction f, size_t *n);
 bam_CUresult bam_cuFuncGetParamInfo(bam_CUcontext c, bam_CUfunction f, size_t i, size_t *off, size_t *size);
 bam_CUresult bam_cuOccupancyMaxActiveBlocksPerMultiprocessor(bam_CUcontext c, int *n, bam_CUfunction f, int block, size_t smem);
 bam_CUresult bam_cuLaunchKernel(bam_CUcontext c, bam_CUfunction f,

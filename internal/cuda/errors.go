@@ -24,8 +24,9 @@ var (
 	// allocation that was already closed or freed.
 	ErrClosed = errors.New("cuda: use after close")
 	// ErrArgs is returned by Launch when the arguments do not match the
-	// kernel's parameters in number, size or placement (checked where the
-	// driver describes parameters: CUDA 12.4 and later).
+	// kernel's parameters in size or placement, or in number (checked as
+	// far as the driver describes parameters: cuFuncGetParamInfo, and
+	// cuFuncGetParamCount for the number of a launch with too few).
 	ErrArgs = errors.New("cuda: arguments do not match the kernel's parameters")
 )
 

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,6 +98,49 @@ func TestGPUFillPattern(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestGPULaunchChecksArgs(t *testing.T) {
+	ctx := cudatest.Device(t)
+	m := cudatest.Module(t, ctx, kernels.FamilyBasic)
+	f := cudatest.Function(t, m, kernels.FillPatternU64)
+	dev := cudatest.Alloc(t, ctx, 8)
+	cfg := cuda.Linear(1, 32, 1)
+	// Wrong launches that would still run correctly unchecked (the driver
+	// reads each parameter's size from the front of its argument and
+	// ignores extra ones), so the test is safe where the driver cannot
+	// describe parameters.
+	wrong := [][]cuda.Arg{
+		{cuda.Ptr(dev.Ptr()), cuda.U64(1), cuda.U64(3), cuda.U64(1)},         // one too many
+		{cuda.Struct(make([]byte, 16), 8), cuda.U64(0), cuda.U64(3)},         // too large
+		{cuda.Ptr(dev.Ptr()), cuda.U64(1), cuda.Struct(make([]byte, 24), 8)}, // too large, last
+	}
+	checked := 0
+	for k, args := range wrong {
+		switch err := f.Launch(cfg, args...); {
+		case errors.Is(err, cuda.ErrArgs):
+			checked++
+		case err != nil:
+			t.Fatalf("wrong launch %d: %v", k, err)
+		}
+	}
+	if err := ctx.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Skip("the driver does not describe kernel parameters")
+	}
+	if checked != len(wrong) {
+		t.Fatalf("%d of %d wrong launches refused", checked, len(wrong))
+	}
+	if err := f.Launch(cfg, cuda.Ptr(dev.Ptr()), cuda.U64(1), cuda.U64(3)); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := f.Params(); err != nil {
+		t.Fatal(err)
+	} else if ps != nil && !slices.Equal(ps, []cuda.Param{{0, 8}, {8, 8}, {16, 8}}) {
+		t.Fatalf("%s parameters %v", kernels.FillPatternU64, ps)
 	}
 }
 

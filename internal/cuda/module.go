@@ -124,60 +124,119 @@ type Function struct {
 	h    C.bam_CUfunction
 	name string
 
-	paramsOnce sync.Once
-	params     []param // nil: the driver cannot describe them
-	paramsErr  error
+	params paramTable
 }
 
-// param is where one kernel parameter lies in the parameter buffer.
-type param struct{ off, size uintptr }
+// Param is where one kernel parameter lies in the kernel's parameter
+// buffer.
+type Param struct{ Offset, Size uintptr }
 
-// maxParams bounds the parameter query (a kernel's parameters fit in 32 KiB
-// on current devices, 4 KiB on older ones).
-const maxParams = 8192
+// paramTable is what the driver said of a kernel's parameters, asked once
+// per parameter. Drivers with cuFuncGetParamCount give the count; with
+// only cuFuncGetParamInfo the count is known once a query past the last
+// parameter fails, which a correct launch never makes (so that checking
+// does not itself produce failed driver calls).
+type paramTable struct {
+	mu     sync.Mutex
+	asked  bool
+	noInfo bool    // the driver describes no parameters (no cuFuncGetParamInfo)
+	count  int     // -1 while unknown
+	known  []Param // the first len(known) parameters
+}
 
-// paramLayout returns the kernel's parameters as the driver describes them,
-// once per kernel; nil without an error where the driver predates
-// cuFuncGetParamInfo.
-func (f *Function) paramLayout(h C.bam_CUcontext) ([]param, error) {
-	f.paramsOnce.Do(func() {
-		ps := []param{}
-		for i := 0; i < maxParams; i++ {
-			var off, size C.size_t
-			r := C.bam_cuFuncGetParamInfo(h, f.h, C.size_t(i), &off, &size)
-			switch {
-			case r == resultSuccess:
-				ps = append(ps, param{uintptr(off), uintptr(size)})
-				continue
-			case r == resultNoSymbol:
-				return
-			case r == resultInvalidValue:
-				// Past the last parameter.
-				f.params = ps
-				return
-			}
-			f.paramsErr = fmt.Errorf("cuda: kernel %q parameter %d: %w", f.name, i, check("cuFuncGetParamInfo", r))
-			return
+// Params returns the kernel's parameters as the driver describes them, or
+// nil (and no error) where the driver cannot give their number
+// (cuFuncGetParamCount) and layout (cuFuncGetParamInfo). Launch checks its
+// arguments against what the driver describes.
+func (f *Function) Params() ([]Param, error) {
+	h, err := f.mod.handle()
+	if err != nil {
+		return nil, err
+	}
+	t := &f.params
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := f.askCount(h); err != nil || t.noInfo || t.count < 0 {
+		return nil, err
+	}
+	for i := 0; i < t.count; i++ {
+		if _, _, err := f.param(h, i); err != nil || t.noInfo {
+			return nil, err
 		}
-		f.paramsErr = fmt.Errorf("cuda: kernel %q: more than %d parameters", f.name, maxParams)
-	})
-	return f.params, f.paramsErr
+	}
+	return append([]Param(nil), t.known...), nil
 }
 
-// checkArgs compares the arguments with the kernel's parameters.
+// askCount asks the driver for the parameter count once; f.params.mu held.
+func (f *Function) askCount(h C.bam_CUcontext) error {
+	t := &f.params
+	if t.asked {
+		return nil
+	}
+	t.asked, t.count = true, -1
+	var n C.size_t
+	switch r := C.bam_cuFuncGetParamCount(h, f.h, &n); r {
+	case resultSuccess:
+		t.count = int(n)
+	case resultNoSymbol:
+		// No count; parameters may still be described one by one.
+	default:
+		return fmt.Errorf("cuda: kernel %q: %w", f.name, check("cuFuncGetParamCount", r))
+	}
+	return nil
+}
+
+// param returns parameter i and whether the kernel has one; f.params.mu
+// held, askCount called.
+func (f *Function) param(h C.bam_CUcontext, i int) (Param, bool, error) {
+	t := &f.params
+	if t.count >= 0 && i >= t.count {
+		return Param{}, false, nil
+	}
+	for len(t.known) <= i {
+		var off, size C.size_t
+		r := C.bam_cuFuncGetParamInfo(h, f.h, C.size_t(len(t.known)), &off, &size)
+		if r == resultNoSymbol {
+			t.noInfo = true
+			return Param{}, false, nil
+		}
+		if r == resultInvalidValue && t.count < 0 {
+			t.count = len(t.known) // past the last parameter
+			return Param{}, false, nil
+		}
+		if err := check("cuFuncGetParamInfo", r); err != nil {
+			return Param{}, false, fmt.Errorf("cuda: kernel %q parameter %d: %w", f.name, len(t.known), err)
+		}
+		t.known = append(t.known, Param{uintptr(off), uintptr(size)})
+	}
+	return t.known[i], true, nil
+}
+
+// checkArgs compares the arguments with the kernel's parameters as far as
+// the driver describes them: each argument's size and offset, and their
+// number where the driver gives it.
 func (f *Function) checkArgs(h C.bam_CUcontext, args []Arg) error {
-	ps, err := f.paramLayout(h)
-	if err != nil || ps == nil {
+	t := &f.params
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := f.askCount(h); err != nil || t.noInfo {
 		return err
 	}
-	if len(ps) != len(args) {
-		return fmt.Errorf("%w: kernel %s takes %d parameters, got %d arguments", ErrArgs, f.name, len(ps), len(args))
+	if t.count >= 0 && t.count != len(args) {
+		return fmt.Errorf("%w: kernel %s takes %d parameters, got %d arguments", ErrArgs, f.name, t.count, len(args))
 	}
 	offs, _ := argOffsets(args)
-	for i, p := range ps {
-		if uintptr(args[i].size) != p.size || offs[i] != p.off {
+	for i, a := range args {
+		p, ok, err := f.param(h, i)
+		if err != nil || t.noInfo {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: kernel %s takes %d parameters, got %d arguments", ErrArgs, f.name, t.count, len(args))
+		}
+		if uintptr(a.size) != p.Size || offs[i] != p.Offset {
 			return fmt.Errorf("%w: kernel %s parameter %d is %d bytes at offset %d, argument %d is %d bytes at offset %d",
-				ErrArgs, f.name, i, p.size, p.off, i, args[i].size, offs[i])
+				ErrArgs, f.name, i, p.Size, p.Offset, i, a.size, offs[i])
 		}
 	}
 	return nil
