@@ -259,11 +259,19 @@ func (c *Cache) miss(ctx context.Context, set uint32, tag uint64, n uint32, w *w
 }
 
 // setFull backs off when no way of the set can be evicted, and fails with
-// ErrCacheTooSmall once that has lasted FullSetTimeout.
+// ErrCacheTooSmall once the set has stayed so, with no way claimed for
+// another line, for FullSetTimeout. A set whose ways keep changing hands
+// is busy, not too small: its clock restarts at each claim (the ways'
+// generations change), and the call's WaitTimeout still bounds it.
 func (c *Cache) setFull(ctx context.Context, set uint32, tag uint64, w *waiter) (Handle, outcome, error) {
 	now := time.Now()
-	if w.fullSince.IsZero() {
-		w.fullSince = now
+	var gens uint64
+	base := uintptr(set) * uintptr(c.cfg.Ways)
+	for g := base; g < base+uintptr(c.cfg.Ways); g++ {
+		gens += uint64(atomic.LoadUint32(c.r.gen(g)))
+	}
+	if w.fullSince.IsZero() || gens != w.fullGens {
+		w.fullSince, w.fullGens = now, gens
 	}
 	if now.Sub(w.fullSince) > c.cfg.FullSetTimeout {
 		c.stats.add(set, cTooSmall, 1)

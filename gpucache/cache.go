@@ -61,7 +61,8 @@ type Config struct {
 	// for a fill or write-back of its line, or for a set lock. Default 30s.
 	WaitTimeout time.Duration
 	// FullSetTimeout bounds how long an Acquire waits for a way of its set
-	// to become evictable before it fails with ErrCacheTooSmall. Default 1s.
+	// to become evictable, while no way of the set is claimed for another
+	// line, before it fails with ErrCacheTooSmall. Default 1s.
 	FullSetTimeout time.Duration
 	// FlushParallelism bounds the write-backs Flush keeps in flight.
 	// Default 16.

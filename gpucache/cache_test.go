@@ -193,6 +193,38 @@ func TestWritesSurviveEviction(t *testing.T) {
 	}
 }
 
+// TestBusySetIsNotTooSmall has goroutines take turns on a one-way cache,
+// each holding its line longer than a waiter's FullSetTimeout shares: the
+// set is full whenever a waiter looks, but its way keeps changing hands,
+// so no Acquire may fail with ErrCacheTooSmall.
+func TestBusySetIsNotTooSmall(t *testing.T) {
+	c, _ := newTestCache(t, Config{Sets: 1, Ways: 1, FullSetTimeout: 30 * time.Millisecond})
+	ctx := context.Background()
+	const workers, turns = 6, 4
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*turns)
+	for w := range uint64(workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range uint64(turns) {
+				h, err := c.Acquire(ctx, w*turns+k, 1)
+				if err != nil {
+					errs <- err
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+				h.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Acquire: %v", err)
+	}
+}
+
 func TestCacheTooSmall(t *testing.T) {
 	const ways = 3
 	c, _ := newTestCache(t, Config{Sets: 1, Ways: ways, FullSetTimeout: 50 * time.Millisecond})

@@ -20,7 +20,8 @@ type waiter struct {
 	limit     time.Duration
 	n         int
 	start     time.Time // first wait; zero until then
-	fullSince time.Time // first time the set had no evictable way
+	fullSince time.Time // first time the set had no evictable way, since its last claim
+	fullGens  uint64    // the sum of the set's way generations then
 }
 
 func (c *Cache) newWaiter() waiter { return waiter{limit: c.cfg.WaitTimeout} }
