@@ -52,6 +52,10 @@ var (
 	ErrOutOfRange = gpuengine.ErrOutOfRange
 	// ErrCacheTooSmall: every way of a cache set stayed referenced.
 	ErrCacheTooSmall = gpucache.ErrCacheTooSmall
+	// ErrArgs: the arguments do not match the kernel's parameters in
+	// number, size or placement; a Go int, for one, is 8 bytes, a C int 4.
+	// Checked as far as the driver describes kernel parameters.
+	ErrArgs = cuda.ErrArgs
 )
 
 // Module is a loaded set of user kernels bound to a store's GPU engine.
@@ -117,6 +121,9 @@ func Grid(n uint64, block uint32) Dims {
 type objecter interface{ Object() *bam.Object }
 
 // Launch runs kernel with the given shape and arguments and waits for it.
+// Arrays (array.Array[T]) become the kernel's bam::array<T> parameters,
+// *Buffer a pointer, and numbers their own size (int as 8 bytes); a
+// mismatch with the kernel's parameters is ErrArgs.
 func (m *Module) Launch(ctx context.Context, kernel string, dims Dims, args ...any) error {
 	fn, err := m.function(kernel)
 	if err != nil {
