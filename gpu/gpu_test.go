@@ -51,6 +51,19 @@ func newStore(t *testing.T, e bam.Engine) *bam.Store {
 	return s
 }
 
+// gpuStore skips the test without a GPU or NVRTC and returns a context
+// bounded for the test and a GPU store with a 1 MiB cache.
+func gpuStore(t *testing.T) (context.Context, *bam.Store) {
+	t.Helper()
+	cudatest.Device(t)
+	if err := cuda.OpenNVRTC(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx, newStore(t, bam.EngineGPU)
+}
+
 func TestCPUStoreRefusesKernels(t *testing.T) {
 	s := newStore(t, bam.EngineCPU)
 	if _, err := gpu.Compile(s, "x.cu", scaleSrc); !errors.Is(err, bam.ErrEngineUnavailable) {
@@ -62,13 +75,7 @@ func TestCPUStoreRefusesKernels(t *testing.T) {
 }
 
 func TestGPUUserKernel(t *testing.T) {
-	cudatest.Device(t)
-	if err := cuda.OpenNVRTC(); err != nil {
-		t.Skipf("no NVRTC: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s := newStore(t, bam.EngineGPU)
+	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
 	a, err := array.Create[float32](ctx, s, "x", n, nil)
 	if err != nil {
@@ -184,13 +191,7 @@ extern "C" __global__ void split_write(bam::array<unsigned> a, bam::array<unsign
 // several arrays of the same type from divergent lanes against host
 // arithmetic, through a cache a quarter of one array.
 func TestGPUDivergentArrays(t *testing.T) {
-	cudatest.Device(t)
-	if err := cuda.OpenNVRTC(); err != nil {
-		t.Skipf("no NVRTC: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s := newStore(t, bam.EngineGPU)
+	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB per array through a 1 MiB cache
 	vals := [3][]uint32{make([]uint32, n), make([]uint32, n), make([]uint32, n)}
 	arrs := make([]*array.Array[uint32], 3)
