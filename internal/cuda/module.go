@@ -144,10 +144,11 @@ type paramTable struct {
 	known  []Param // the first len(known) parameters
 }
 
-// Params returns the kernel's parameters as the driver describes them, or
-// nil (and no error) where the driver cannot give their number
-// (cuFuncGetParamCount) and layout (cuFuncGetParamInfo). Launch checks its
-// arguments against what the driver describes.
+// Params returns the kernel's parameters as the driver describes them
+// (cuFuncGetParamInfo), or nil (and no error) while their number is
+// unknown: the driver lacks cuFuncGetParamCount and no launch with too
+// many arguments has found it. Launch checks its arguments against what
+// the driver describes.
 func (f *Function) Params() ([]Param, error) {
 	h, err := f.mod.handle()
 	if err != nil {
