@@ -33,12 +33,18 @@
 // always run off the worker.
 //
 // Cached file reads: a Read on a FileNamespace opened without O_DIRECT is
-// first tried on the worker with a read that cannot block (preadv2 with
-// RWF_NOWAIT, which the kernel serves only from the page cache). Served,
-// it completes there with no hand-off (TargetStats.CachedReads counts
-// these); refused (a page not cached, a short read, a kernel without
-// RWF_NOWAIT) it goes to an executor and is read again from the start, so
-// a page-cache miss never holds up the worker. Writes, Flush, O_DIRECT
+// first tried on the worker: copied from a read-only shared mapping of the
+// file (MapMode; the default maps files up to half of the machine's
+// memory), else with a read that cannot block (preadv2 with RWF_NOWAIT,
+// which the kernel serves only from the page cache). Served, it completes
+// there with no hand-off (TargetStats.CachedReads counts these); refused (a
+// page not cached, a short read, a kernel without RWF_NOWAIT) it goes to an
+// executor and is read again from the start, so a page-cache miss never
+// holds up the worker for long. A mapped copy cannot refuse a page that is
+// not in memory: it waits for it once, and then the namespace stops copying
+// from the mapping for a while (FileNamespace.MappedReads counts stalls).
+// On a page-cache hit the copy costs a fraction of the system call, which
+// is most of a worker's time per small Read. Writes, Flush, O_DIRECT
 // files, throttled device models and namespaces of other types keep the
 // executor path. TargetConfig.NoCachedReadInline turns the worker attempt
 // off. A large cached Read occupies the worker for its copy, as a Read of

@@ -8,14 +8,20 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 func openTestFile(t *testing.T, direct bool, lbaSize int) *FileNamespace {
 	t.Helper()
+	return openTestFileMap(t, direct, lbaSize, MapAuto)
+}
+
+func openTestFileMap(t *testing.T, direct bool, lbaSize int, m MapMode) *FileNamespace {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "ns.img")
-	ns, err := OpenFileNamespace(path, FileOptions{LBASize: lbaSize, Size: 1 << 20, Create: true, Direct: direct})
+	ns, err := OpenFileNamespace(path, FileOptions{LBASize: lbaSize, Size: 1 << 20, Create: true, Direct: direct, Map: m})
 	if err != nil {
 		if direct && errors.Is(err, syscall.EINVAL) {
 			t.Skipf("O_DIRECT not supported here: %v", err)
@@ -147,7 +153,15 @@ func TestDatasetManagementRange(t *testing.T) {
 // TestFileNamespaceReadNoWait checks the non-blocking read the Target tries
 // on its workers against ReadAt, and its refusals.
 func TestFileNamespaceReadNoWait(t *testing.T) {
-	ns := openTestFile(t, false, 512)
+	for _, m := range []MapMode{MapOff, MapOn} {
+		t.Run(map[MapMode]string{MapOff: "preadv2", MapOn: "mapped"}[m], func(t *testing.T) {
+			testReadNoWait(t, m)
+		})
+	}
+}
+
+func testReadNoWait(t *testing.T, m MapMode) {
+	ns := openTestFileMap(t, false, 512, m)
 	data := make([]byte, 64<<10)
 	for i := range data {
 		data[i] = byte(i*13 + i>>9)
@@ -189,6 +203,84 @@ func TestFileNamespaceReadNoWait(t *testing.T) {
 	got := make([]byte, 4096)
 	if ns.readNoWait(got, 4096) && !bytes.Equal(got, data[:4096]) {
 		t.Fatal("wrong data after eviction")
+	}
+	if st := ns.MappedReads(); (m == MapOff) != (st.Reads == 0) {
+		t.Fatalf("map mode %d: %d mapped reads", m, st.Reads)
+	}
+}
+
+// TestFileNamespaceMappedReads checks what mapped reads add to readNoWait:
+// they see writes made through WriteAt, a pause sends reads back to
+// preadv2, and a fault under the mapping (the file truncated) is refused
+// instead of crashing the process.
+func TestFileNamespaceMappedReads(t *testing.T) {
+	ns := openTestFileMap(t, false, 512, MapOn)
+	data := bytes.Repeat([]byte("mapped!"), 4096/7+1)[:4096]
+	if _, err := ns.WriteAt(data, 8192); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4096)
+	if !ns.readNoWait(got, 8192) || !bytes.Equal(got, data) {
+		t.Fatal("mapped read: wrong data")
+	}
+	// A write after the mapping exists is seen by the next read.
+	if _, err := ns.WriteAt(data[:512], 8192+1024); err != nil {
+		t.Fatal(err)
+	}
+	if !ns.readNoWait(got[:512], 8192+1024) || !bytes.Equal(got[:512], data[:512]) {
+		t.Fatal("mapped read after a write: wrong data")
+	}
+	if st := ns.MappedReads(); st.Reads != 2 || st.Faults != 0 {
+		t.Fatalf("counters %+v, want 2 reads", st)
+	}
+	copy(data[1024:], data[:512])
+	// Paused: the read is still served, by preadv2.
+	ns.mapPaused.Store(int64(time.Since(ns.mapEpoch) + time.Hour))
+	if !ns.readNoWait(got, 8192) || !bytes.Equal(got, data) {
+		t.Fatal("paused mapped reads: wrong data")
+	}
+	if st := ns.MappedReads(); st.Reads != 2 {
+		t.Fatalf("a paused namespace served %d mapped reads", st.Reads)
+	}
+	ns.mapPaused.Store(0)
+	// Beyond the end of a truncated file the mapping faults (SIGBUS).
+	if err := ns.f.Truncate(4096); err != nil {
+		t.Fatal(err)
+	}
+	if ns.readNoWait(got, 64<<10) {
+		t.Fatal("a read past the truncated end was served")
+	}
+	if st := ns.MappedReads(); st.Faults != 1 {
+		t.Fatalf("counters %+v, want 1 fault", st)
+	}
+	// Other panics are not swallowed.
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("copyFaulting swallowed a bounds panic")
+		}
+	}()
+	copyFaulting(got, ns.mapped[len(ns.mapped):len(ns.mapped)+1])
+}
+
+func TestFileNamespaceMapModes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ns.img")
+	if _, err := OpenFileNamespace(path, FileOptions{Size: 1 << 20, Create: true, Map: MapMode(9)}); err == nil {
+		t.Fatal("unknown map mode accepted")
+	}
+	for _, tc := range []struct {
+		m    MapMode
+		want bool
+	}{{MapAuto, true}, {MapOn, true}, {MapOff, false}} {
+		ns, err := OpenFileNamespace(path, FileOptions{Size: 1 << 20, Create: true, Map: tc.m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns.wantMap != tc.want {
+			t.Errorf("mode %d: maps %v, want %v", tc.m, ns.wantMap, tc.want)
+		}
+		if err := ns.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

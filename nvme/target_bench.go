@@ -35,6 +35,8 @@ type IOPSOptions struct {
 	// NoCachedReadInline sets TargetConfig.NoCachedReadInline: file reads
 	// all go through executors (for comparison).
 	NoCachedReadInline bool
+	// Map is the file namespace's MapMode (default MapAuto: mapped reads).
+	Map MapMode
 	// Commands, when positive, ends the measurement after about this many
 	// completions instead of after Duration (for testing.B loops). There is
 	// no warm-up in this mode.
@@ -80,7 +82,7 @@ func newIOPSNamespace(opts IOPSOptions) (Namespace, func(), error) {
 		cleanup()
 		return nil, nil, fmt.Errorf("nvme: MeasureTargetIOPS: %w", err)
 	}
-	ns, err := OpenFileNamespace(path, FileOptions{LBASize: opts.BlockSize, ReadOnly: true})
+	ns, err := OpenFileNamespace(path, FileOptions{LBASize: opts.BlockSize, ReadOnly: true, Map: opts.Map})
 	if err != nil {
 		cleanup()
 		return nil, nil, err

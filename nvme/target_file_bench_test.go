@@ -29,23 +29,30 @@ func benchTargetRead(b *testing.B, opts IOPSOptions) {
 
 // BenchmarkTargetFileRead measures random one-block reads from a file
 // namespace whose data is in the page cache, for 512 B and 4 KiB blocks
-// and one or several queue pairs, served on the workers (the default).
+// and one or several queue pairs, served on the workers (the default:
+// copied from a mapping of the file).
 func BenchmarkTargetFileRead(b *testing.B) {
-	benchTargetFileRead(b, false)
+	benchTargetFileRead(b, false, MapAuto)
+}
+
+// BenchmarkTargetFileReadPreadv2 is BenchmarkTargetFileRead with MapOff:
+// one preadv2(RWF_NOWAIT) per read on the worker.
+func BenchmarkTargetFileReadPreadv2(b *testing.B) {
+	benchTargetFileRead(b, false, MapOff)
 }
 
 // BenchmarkTargetFileReadExecutors is BenchmarkTargetFileRead with
 // TargetConfig.NoCachedReadInline: every read goes through an executor.
 func BenchmarkTargetFileReadExecutors(b *testing.B) {
-	benchTargetFileRead(b, true)
+	benchTargetFileRead(b, true, MapAuto)
 }
 
-func benchTargetFileRead(b *testing.B, executors bool) {
+func benchTargetFileRead(b *testing.B, executors bool, m MapMode) {
 	for _, bs := range []int{512, 4096} {
 		for _, qps := range []int{1, 4, 16} {
 			b.Run(fmt.Sprintf("bs=%d/qp=%d", bs, qps), func(b *testing.B) {
 				benchTargetRead(b, IOPSOptions{File: true, BlockSize: bs, Submitters: qps, QueueDepth: 32,
-					Dir: b.TempDir(), NoCachedReadInline: executors})
+					Dir: b.TempDir(), NoCachedReadInline: executors, Map: m})
 			})
 		}
 	}
