@@ -17,8 +17,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"sort"
+
+	"github.com/bam-go/bam/internal/cpuprofile"
 )
 
 // command is one subcommand of bam. Each lives in its own file and registers
@@ -57,38 +58,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, terminal: isTerminal(os.Stdout)}
-	stopProfile := startProfile(e)
+	stopProfile := cpuprofile.FromEnv("bam", e.stderr)
 	code := runMain(ctx, e, os.Args[1:])
 	stopProfile()
 	os.Exit(code)
-}
-
-// startProfile writes a CPU profile of the whole command to the file named
-// by BAM_CPUPROFILE, when set: the way to see where host threads (the
-// Target's workers, above all) spend their time during a benchmark. It
-// returns the function that ends the profile.
-func startProfile(e *env) func() {
-	path := os.Getenv("BAM_CPUPROFILE")
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "bam: BAM_CPUPROFILE: %v (no profile written)\n", err)
-		if f != nil {
-			f.Close()
-		}
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			fmt.Fprintf(e.stderr, "bam: BAM_CPUPROFILE: %v\n", err)
-		}
-	}
 }
 
 func runMain(ctx context.Context, e *env, args []string) int {
