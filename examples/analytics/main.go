@@ -30,7 +30,9 @@ import (
 	"github.com/bam-go/bam"
 	"github.com/bam-go/bam/examples/analytics/duckbase"
 	"github.com/bam-go/bam/examples/analytics/taxi"
+	"github.com/bam-go/bam/internal/cpuprofile"
 	"github.com/bam-go/bam/internal/gpuengine"
+	"github.com/bam-go/bam/nvme"
 )
 
 const usage = `usage: analytics <command> [flags]
@@ -51,6 +53,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	stopProfile := cpuprofile.FromEnv("analytics", os.Stderr)
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "gen":
@@ -67,6 +70,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "analytics: unknown command %q\n%s", cmd, usage)
 		os.Exit(2)
 	}
+	stopProfile()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "analytics: %v\n", err)
 		os.Exit(1)
@@ -184,7 +188,7 @@ func runImport(ctx context.Context, args []string) error {
 // gpuFlags configure the GPU engine.
 type gpuFlags struct {
 	line, queues, depth, targetWorkers int
-	cache                              string
+	cache, fileMap                     string
 	timeout                            time.Duration
 }
 
@@ -200,6 +204,7 @@ func (f *gpuFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.depth, "depth", 0, "queue depth (0: engine default)")
 	fs.IntVar(&f.targetWorkers, "target-workers", 0, "host threads serving the queues (0: engine default)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound of every device wait (0: engine default)")
+	fs.StringVar(&f.fileMap, "file-map", "auto", "how host threads read the namespace files: auto, on (copy from a mapping) or off (one preadv2 per line)")
 }
 
 func (f *gpuFlags) open(t *taxi.Table) (*taxi.GPU, error) {
@@ -207,8 +212,12 @@ func (f *gpuFlags) open(t *taxi.Table) (*taxi.GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--gpu-cache: %w", err)
 	}
+	m, ok := map[string]nvme.MapMode{"auto": nvme.MapAuto, "on": nvme.MapOn, "off": nvme.MapOff}[f.fileMap]
+	if !ok {
+		return nil, fmt.Errorf("--file-map %q: want auto, on or off", f.fileMap)
+	}
 	return taxi.OpenGPU(t, taxi.GPUConfig{Engine: gpuengine.Config{LineSize: f.line, CacheBytes: cache,
-		QueuePairs: f.queues, QueueDepth: f.depth, TargetWorkers: f.targetWorkers, Timeout: f.timeout}})
+		QueuePairs: f.queues, QueueDepth: f.depth, TargetWorkers: f.targetWorkers, Timeout: f.timeout}, FileMap: m})
 }
 
 func parseQueries(list, thresholds string) ([]taxi.Query, error) {

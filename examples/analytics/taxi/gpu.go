@@ -32,6 +32,9 @@ type GPUConfig struct {
 	// GroupSlots is the capacity of the grouping hash table (a power of
 	// two). Default 1<<20.
 	GroupSlots uint64
+	// FileMap is how the Target's workers read the store's namespace
+	// files (nvme.MapMode; default nvme.MapAuto: copies from a mapping).
+	FileMap nvme.MapMode
 }
 
 // GPU runs queries over one table on a GPU engine whose namespaces are the
@@ -72,7 +75,7 @@ func OpenGPU(t *Table, cfg GPUConfig) (_ *GPU, err error) {
 		}
 	}()
 	for _, ns := range info.Namespaces {
-		f, err := nvme.OpenFileNamespace(ns.Path, nvme.FileOptions{LBASize: ns.LBASize, ReadOnly: true})
+		f, err := nvme.OpenFileNamespace(ns.Path, nvme.FileOptions{LBASize: ns.LBASize, ReadOnly: true, Map: cfg.FileMap})
 		if err != nil {
 			return nil, fmt.Errorf("taxi: gpu: %w", err)
 		}
