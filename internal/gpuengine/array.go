@@ -25,6 +25,11 @@ type ArraySpec struct {
 	ElemSize uint64 // 1, 2, 4, 8 or 16
 	Len      uint64
 	Stripe   []StripeMember
+	// LineSize chooses the cache (Config.LineSize or one of
+	// Config.MoreCaches); 0 is the default cache. StartLine counts lines
+	// of this size. An object must be bound to one cache only: caches of
+	// different line sizes do not see each other's writes.
+	LineSize int
 }
 
 // Array is an array bound to the engine: a descriptor in device memory
@@ -44,7 +49,11 @@ func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
 	default:
 		return nil, fmt.Errorf("%w: array %q: element size %d (the device library serves 1, 2, 4, 8 and 16 bytes)", ErrUnsupported, spec.Name, spec.ElemSize)
 	}
-	if spec.ElemSize > uint64(e.cfg.LineSize) {
+	c, ok := e.cacheFor(spec.LineSize)
+	if !ok {
+		return nil, fmt.Errorf("gpuengine: array %q: no cache of %d-byte lines (add one with Config.MoreCaches)", spec.Name, spec.LineSize)
+	}
+	if spec.ElemSize > uint64(c.lineSize) {
 		return nil, fmt.Errorf("%w: array %q: element size %d exceeds the line size", ErrUnsupported, spec.Name, spec.ElemSize)
 	}
 	if len(spec.Stripe) == 0 {
@@ -80,7 +89,7 @@ func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
 		// tag is firstTag + l (the line index sits in the tag's low bits).
 		firstTag = uint64(spec.Stripe[0].Namespace)<<gpucache.TagNamespaceShift | spec.Stripe[0].StartLine
 	}
-	d := e.encodeDesc(spec.ElemSize, spec.Len, n, a.stripe.Ptr(), a.stripe.Ptr().Add(8*n), firstTag)
+	d := e.encodeDesc(c, spec.ElemSize, spec.Len, n, a.stripe.Ptr(), a.stripe.Ptr().Add(8*n), firstTag)
 	if err := a.desc.Write(0, d); err != nil {
 		a.free()
 		return nil, err

@@ -17,7 +17,9 @@ import (
 
 // QueueDescs returns the device address of the engine's queue descriptors
 // (QueueDescBytes each, the layout of bam::queue_desc) and their number.
-func (e *Engine) QueueDescs() (cuda.DevicePtr, int) { return e.queueDescs.Ptr(), len(e.queues) }
+func (e *Engine) QueueDescs() (cuda.DevicePtr, int) {
+	return e.caches[0].queueDescs.Ptr(), len(e.caches[0].queues)
+}
 
 // TargetStats returns the counters of the engine's NVMe Target.
 func (e *Engine) TargetStats() nvme.TargetStats { return e.target.Stats() }

@@ -10,6 +10,15 @@
 // nvme.Target whose host threads serve those queues against the store's
 // namespaces, the per-launch error record and the statistics counters.
 //
+// Caches of several line sizes (Config.MoreCaches). Each has its own line
+// data, metadata, counters and queue pairs (staging slots are one line of
+// their cache), so the device code needs nothing new: an array's descriptor
+// names its cache and queues, and one kernel may read arrays of several
+// caches. ArraySpec.LineSize picks the cache. A scan reads fastest with
+// large lines, a read of a few scattered elements wastes least with small
+// ones; the analytics example puts a table's scanned columns in one and
+// the columns it reads at matching rows only in the other.
+//
 // Data routes (DESIGN.md §3, Config.FillRoute). Bounce, the default: a fill
 // is an NVMe Read whose PRPs name the command's staging slot in pinned host
 // memory; the Target reads the namespace straight into it, posts the

@@ -56,8 +56,14 @@ type Config struct {
 	// copier, such lanes copy alone.
 	FillCopierWarps int
 	// TargetWorkers is the number of host threads serving the queues.
-	// Default min(GOMAXPROCS, QueuePairs).
+	// Default min(GOMAXPROCS, all queue pairs).
 	TargetWorkers int
+	// MoreCaches adds caches of other line sizes beside the one of
+	// LineSize and CacheBytes, each with its own QueuePairs queue pairs.
+	// An array chooses its cache by ArraySpec.LineSize: a column scanned
+	// whole reads fastest with large lines (fewer commands), one read at a
+	// few rows wastes least with small ones. The line sizes must differ.
+	MoreCaches []CacheConfig
 	// Faults, when set, is consulted by the Target for every command (tests).
 	Faults nvme.FaultHook
 	// Logger receives engine events. Default: discard.
@@ -86,6 +92,19 @@ const (
 	DefaultFillCopierWarps = 128
 )
 
+// CacheConfig sizes one of Config.MoreCaches: LineSize as Config.LineSize
+// (required), CacheBytes as Config.CacheBytes (default 256 MiB). Ways and
+// the queue geometry are the engine's.
+type CacheConfig struct {
+	LineSize   int
+	CacheBytes uint64
+}
+
+// caches returns every cache's configuration, the default one first.
+func (c *Config) caches() []CacheConfig {
+	return append([]CacheConfig{{c.LineSize, c.CacheBytes}}, c.MoreCaches...)
+}
+
 func (c *Config) fill() error {
 	if c.LineSize == 0 {
 		c.LineSize = 4096
@@ -105,23 +124,37 @@ func (c *Config) fill() error {
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second
 	}
+	for i := range c.MoreCaches {
+		if c.MoreCaches[i].CacheBytes == 0 {
+			c.MoreCaches[i].CacheBytes = 256 << 20
+		}
+	}
 	if c.TargetWorkers == 0 {
-		c.TargetWorkers = min(runtime.GOMAXPROCS(0), c.QueuePairs)
+		c.TargetWorkers = min(runtime.GOMAXPROCS(0), c.QueuePairs*(1+len(c.MoreCaches)))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	switch {
-	case c.LineSize < gpucache.MinLineSize || c.LineSize > gpucache.MaxLineSize || c.LineSize&(c.LineSize-1) != 0:
-		return fmt.Errorf("gpuengine: line size %d: want a power of two from %d to %d", c.LineSize, gpucache.MinLineSize, gpucache.MaxLineSize)
-	case c.Ways < 1 || c.Ways > gpucache.MaxWays:
+	if c.Ways < 1 || c.Ways > gpucache.MaxWays {
 		return fmt.Errorf("gpuengine: %d ways: want 1 to %d", c.Ways, gpucache.MaxWays)
-	case c.CacheBytes < uint64(c.LineSize*c.Ways):
-		return fmt.Errorf("gpuengine: cache of %d bytes holds less than one set of %d ways of %d bytes", c.CacheBytes, c.Ways, c.LineSize)
+	}
+	seen := map[int]bool{}
+	for _, cc := range c.caches() {
+		switch {
+		case cc.LineSize < gpucache.MinLineSize || cc.LineSize > gpucache.MaxLineSize || cc.LineSize&(cc.LineSize-1) != 0:
+			return fmt.Errorf("gpuengine: line size %d: want a power of two from %d to %d", cc.LineSize, gpucache.MinLineSize, gpucache.MaxLineSize)
+		case seen[cc.LineSize]:
+			return fmt.Errorf("gpuengine: two caches of %d-byte lines", cc.LineSize)
+		case cc.CacheBytes < uint64(cc.LineSize*c.Ways):
+			return fmt.Errorf("gpuengine: cache of %d bytes holds less than one set of %d ways of %d bytes", cc.CacheBytes, c.Ways, cc.LineSize)
+		}
+		seen[cc.LineSize] = true
+	}
+	switch {
 	case c.FillCopierWarps > 4096:
 		return fmt.Errorf("gpuengine: %d fill copier warps: want at most 4096 (negative for none)", c.FillCopierWarps)
-	case c.QueuePairs < 1 || c.QueuePairs > 1024:
-		return fmt.Errorf("gpuengine: %d queue pairs: want 1 to 1024", c.QueuePairs)
+	case c.QueuePairs < 1 || c.QueuePairs*(1+len(c.MoreCaches)) > 1024:
+		return fmt.Errorf("gpuengine: %d queue pairs for each of %d caches: want 1 to 1024 in all", c.QueuePairs, 1+len(c.MoreCaches))
 	case c.QueueDepth < 2 || c.QueueDepth > 4096 || c.QueueDepth&(c.QueueDepth-1) != 0:
 		return fmt.Errorf("gpuengine: queue depth %d: want a power of two from 2 to 4096", c.QueueDepth)
 	}
@@ -134,24 +167,16 @@ func (c *Config) fill() error {
 // Engine is the GPU engine of one device. Launches are serialised (each
 // owns the error record while it runs); copies and binds may run at any time.
 type Engine struct {
-	cfg       Config
-	ctx       *cuda.Context
-	mod       *cuda.Module
-	stream    *cuda.Stream
-	sets      uint64
-	lineShift uint
-	lbaShift  uint
+	cfg    Config
+	ctx    *cuda.Context
+	mod    *cuda.Module
+	stream *cuda.Stream
+	caches []*lineCache // caches[0] is the default one (Config.LineSize)
 
-	meta, data    *cuda.DeviceMem
-	lineBase      cuda.DevicePtr // first line: data rounded up to a page
-	lineBytes     uint64
-	lines         *lineRegion // the line data as a DMA region: the copy-engine route
-	copiers       *copierPool
-	fillCopier    *fillCopier // nil when Config.FillCopierWarps < 0
-	errRec, stats *cuda.DeviceMem
-	queueDescs    *cuda.DeviceMem
-	cacheDesc     *cuda.DeviceMem // array descriptor with only the cache and queue fields, for write-back
-	queues        []*queuePair
+	copiers    *copierPool
+	fillCopier *fillCopier // nil when Config.FillCopierWarps < 0
+	errRec     *cuda.DeviceMem
+	queues     []*queuePair // every cache's, in queue ID order
 
 	dma        *nvme.DMASpace
 	target     *nvme.Target
@@ -162,6 +187,38 @@ type Engine struct {
 	closed   bool
 	fns      map[string]*cuda.Function
 	arrays   map[*Array]struct{}
+}
+
+// lineCache is one set-associative cache of one line size, with the queue
+// pairs its misses and write-backs go through and its own counters.
+type lineCache struct {
+	lineSize  int
+	lineShift uint
+	lbaShift  uint // log2 of LBAs per line
+	sets      uint64
+	ways      int
+
+	meta, data *cuda.DeviceMem
+	lineBase   cuda.DevicePtr // first line: data rounded up to a page
+	lineBytes  uint64
+	lines      *lineRegion // the line data as a DMA region: the copy-engine route
+	stats      *cuda.DeviceMem
+	queues     []*queuePair
+	queueDescs *cuda.DeviceMem
+	cacheDesc  *cuda.DeviceMem // array descriptor with only the cache and queue fields, for write-back
+}
+
+// cacheFor returns the cache of lineSize bytes (0: the default one).
+func (e *Engine) cacheFor(lineSize int) (*lineCache, bool) {
+	if lineSize == 0 {
+		return e.caches[0], true
+	}
+	for _, c := range e.caches {
+		if c.lineSize == lineSize {
+			return c, true
+		}
+	}
+	return nil, false
 }
 
 // New starts a GPU engine over the namespaces (NSID i+1 is namespaces[i]).
@@ -179,8 +236,10 @@ func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
 			return nil, fmt.Errorf("gpuengine: namespace %d has %d-byte LBAs, namespace 0 has %d", i, ns.LBASize(), lba)
 		}
 	}
-	if cfg.LineSize < lba {
-		return nil, fmt.Errorf("gpuengine: line size %d is smaller than the LBA size %d", cfg.LineSize, lba)
+	for _, cc := range cfg.caches() {
+		if cc.LineSize < lba {
+			return nil, fmt.Errorf("gpuengine: line size %d is smaller than the LBA size %d", cc.LineSize, lba)
+		}
 	}
 	if err := cuda.Open(); err != nil {
 		return nil, err
@@ -192,13 +251,19 @@ func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
 	e := &Engine{
 		cfg:        cfg,
 		ctx:        cctx,
-		lineShift:  uint(bits.TrailingZeros(uint(cfg.LineSize))),
-		lbaShift:   uint(bits.TrailingZeros(uint(cfg.LineSize / lba))),
 		namespaces: namespaces,
 		fns:        map[string]*cuda.Function{},
 		arrays:     map[*Array]struct{}{},
 	}
-	e.sets = cfg.CacheBytes / uint64(cfg.LineSize) / uint64(cfg.Ways)
+	for _, cc := range cfg.caches() {
+		e.caches = append(e.caches, &lineCache{
+			lineSize:  cc.LineSize,
+			lineShift: uint(bits.TrailingZeros(uint(cc.LineSize))),
+			lbaShift:  uint(bits.TrailingZeros(uint(cc.LineSize / lba))),
+			sets:      cc.CacheBytes / uint64(cc.LineSize) / uint64(cfg.Ways),
+			ways:      cfg.Ways,
+		})
+	}
 	if err := e.init(); err != nil {
 		e.Close()
 		return nil, err
@@ -235,34 +300,19 @@ func (e *Engine) init() error {
 	}
 	// The copy-engine route's streams, right after the launch stream (see
 	// copierPool).
-	if e.copiers, err = newCopierPool(e.ctx, 2*e.cfg.TargetWorkers, uint64(max(e.cfg.LineSize, 64<<10))); err != nil {
+	maxLine := 0
+	for _, c := range e.caches {
+		maxLine = max(maxLine, c.lineSize)
+	}
+	if e.copiers, err = newCopierPool(e.ctx, 2*e.cfg.TargetWorkers, uint64(max(maxLine, 64<<10))); err != nil {
 		return fmt.Errorf("gpuengine: copy-engine route: %w", err)
 	}
-	// Cache: line data and metadata (zero, tags TagEmpty).
-	K := uint32(e.cfg.Ways)
-	N := uint32(e.sets)
-	// Lines are page aligned: the copy-engine route names them in PRPs,
-	// whose entries after the first must be page aligned, and the driver
-	// aligns small allocations to less than a page.
-	lineBytes := e.sets * uint64(K) << e.lineShift
-	if e.data, err = e.ctx.Alloc(lineBytes + pageSize); err != nil {
-		return fmt.Errorf("gpuengine: cache lines: %w", err)
-	}
-	e.lineBase = e.data.Ptr().Add((pageSize - uint64(e.data.Ptr())%pageSize) % pageSize)
-	e.lineBytes = lineBytes
-	if e.meta, err = e.ctx.Alloc(gpucache.RegionBytes(N, K)); err != nil {
-		return fmt.Errorf("gpuengine: cache metadata: %w", err)
-	}
-	if err := e.resetCache(); err != nil {
-		return err
+	for _, c := range e.caches {
+		if err := c.alloc(e.ctx); err != nil {
+			return err
+		}
 	}
 	if e.errRec, err = e.ctx.Alloc(ErrorRecordBytes); err != nil {
-		return err
-	}
-	if e.stats, err = e.ctx.Alloc(StatsSlots * StatsCounters * 8); err != nil {
-		return err
-	}
-	if err := e.stats.Memset8(0); err != nil {
 		return err
 	}
 	// Queues and the Target that serves them.
@@ -270,7 +320,7 @@ func (e *Engine) init() error {
 	if e.target, err = nvme.NewTarget(nvme.TargetConfig{
 		Workers:     e.cfg.TargetWorkers,
 		Executors:   max(64, e.cfg.QueuePairs*e.cfg.QueueDepth/4),
-		MaxTransfer: max(e.cfg.LineSize, 1<<20),
+		MaxTransfer: max(maxLine, 1<<20),
 		Spin:        2 * time.Millisecond,
 		IdlePoll:    200 * time.Microsecond,
 		Faults:      e.cfg.Faults,
@@ -283,70 +333,114 @@ func (e *Engine) init() error {
 			return err
 		}
 	}
-	// The line data is DMA-addressable at its device address (the
-	// copy-engine route), served by the copier pool.
-	e.lines = &lineRegion{base: e.lineBase, size: e.lineBytes, pool: e.copiers}
-	if err := e.dma.Register(uint64(e.lineBase), e.lineBytes, e.lines); err != nil {
-		return err
-	}
-	descs := make([]byte, e.cfg.QueuePairs*QueueDescBytes)
-	for i := 0; i < e.cfg.QueuePairs; i++ {
-		q, err := newQueuePair(e, uint16(i+1))
-		if err != nil {
+	for _, c := range e.caches {
+		// The line data is DMA-addressable at its device address (the
+		// copy-engine route), served by the copier pool.
+		c.lines = &lineRegion{base: c.lineBase, size: c.lineBytes, pool: e.copiers}
+		if err := e.dma.Register(uint64(c.lineBase), c.lineBytes, c.lines); err != nil {
 			return err
 		}
-		e.queues = append(e.queues, q)
-		q.encode(descs[i*QueueDescBytes:])
-		if err := e.target.AddQueuePair(q.mem); err != nil {
+		descs := make([]byte, e.cfg.QueuePairs*QueueDescBytes)
+		for i := 0; i < e.cfg.QueuePairs; i++ {
+			q, err := newQueuePair(e, uint16(len(e.queues)+1), c.lineSize)
+			if err != nil {
+				return err
+			}
+			e.queues = append(e.queues, q)
+			c.queues = append(c.queues, q)
+			q.encode(descs[i*QueueDescBytes:])
+			if err := e.target.AddQueuePair(q.mem); err != nil {
+				return err
+			}
+		}
+		if c.queueDescs, err = e.ctx.Alloc(uint64(len(descs))); err != nil {
 			return err
 		}
-	}
-	if e.queueDescs, err = e.ctx.Alloc(uint64(len(descs))); err != nil {
-		return err
-	}
-	if err := e.queueDescs.Write(0, descs); err != nil {
-		return err
+		if err := c.queueDescs.Write(0, descs); err != nil {
+			return err
+		}
 	}
 	if err := e.target.Start(context.Background()); err != nil {
 		return err
 	}
-	// The cache-only descriptor used by write-back.
-	if e.cacheDesc, err = e.ctx.Alloc(ArrayDescBytes); err != nil {
-		return err
+	// The cache-only descriptors used by write-back.
+	for _, c := range e.caches {
+		if c.cacheDesc, err = e.ctx.Alloc(ArrayDescBytes); err != nil {
+			return err
+		}
+		if err := c.cacheDesc.Write(0, e.encodeDesc(c, 1, 1, 0, 0, 0, 0)); err != nil {
+			return err
+		}
 	}
-	return e.cacheDesc.Write(0, e.encodeDesc(1, 1, 0, 0, 0, 0))
+	return nil
 }
 
-// resetCache empties the cache: all metadata zero, both tag arrays TagEmpty.
-func (e *Engine) resetCache() error {
-	K := uint32(e.cfg.Ways)
-	N := uint32(e.sets)
-	if err := e.meta.Memset8(0); err != nil {
+// alloc allocates the cache's line data, metadata (emptied) and counters.
+func (c *lineCache) alloc(ctx *cuda.Context) error {
+	K := uint32(c.ways)
+	N := uint32(c.sets)
+	// Lines are page aligned: the copy-engine route names them in PRPs,
+	// whose entries after the first must be page aligned, and the driver
+	// aligns small allocations to less than a page.
+	lineBytes := c.sets * uint64(K) << c.lineShift
+	var err error
+	if c.data, err = ctx.Alloc(lineBytes + pageSize); err != nil {
+		return fmt.Errorf("gpuengine: cache lines (%d-byte lines): %w", c.lineSize, err)
+	}
+	c.lineBase = c.data.Ptr().Add((pageSize - uint64(c.data.Ptr())%pageSize) % pageSize)
+	c.lineBytes = lineBytes
+	if c.meta, err = ctx.Alloc(gpucache.RegionBytes(N, K)); err != nil {
+		return fmt.Errorf("gpuengine: cache metadata (%d-byte lines): %w", c.lineSize, err)
+	}
+	if err := c.reset(ctx); err != nil {
 		return err
 	}
-	from := e.meta.Ptr().Add(gpucache.TagsOffset(N, K))
+	if c.stats, err = ctx.Alloc(StatsSlots * StatsCounters * 8); err != nil {
+		return err
+	}
+	return c.stats.Memset8(0)
+}
+
+// reset empties the cache: all metadata zero, both tag arrays TagEmpty.
+func (c *lineCache) reset(ctx *cuda.Context) error {
+	K := uint32(c.ways)
+	N := uint32(c.sets)
+	if err := c.meta.Memset8(0); err != nil {
+		return err
+	}
+	from := c.meta.Ptr().Add(gpucache.TagsOffset(N, K))
 	n := gpucache.WaysOffset(N, K) - gpucache.TagsOffset(N, K)
-	return e.ctx.MemsetD8(from, 0xFF, n)
+	return ctx.MemsetD8(from, 0xFF, n)
 }
 
-// encodeDesc builds an array descriptor (see layout.go) for an array whose
-// stripe arrays are at stripeStart/stripeIndex; firstTag is the tag of
-// line 0 when nns is 1.
-func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripeIndex cuda.DevicePtr, firstTag uint64) []byte {
+func (c *lineCache) free() []error {
+	var errs []error
+	for _, m := range []*cuda.DeviceMem{c.meta, c.data, c.stats, c.queueDescs, c.cacheDesc} {
+		if m != nil {
+			errs = append(errs, m.Free())
+		}
+	}
+	return errs
+}
+
+// encodeDesc builds an array descriptor (see layout.go) for an array in
+// cache c whose stripe arrays are at stripeStart/stripeIndex; firstTag is
+// the tag of line 0 when nns is 1.
+func (e *Engine) encodeDesc(c *lineCache, elemSize, elemCount, nns uint64, stripeStart, stripeIndex cuda.DevicePtr, firstTag uint64) []byte {
 	b := make([]byte, ArrayDescBytes)
 	put := func(off int, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }
-	K := uint32(e.cfg.Ways)
-	N := uint32(e.sets)
-	put(ArrayCacheMetaOffset, uint64(e.meta.Ptr()))
-	put(ArrayCacheDataOffset, uint64(e.lineBase))
-	put(ArraySetsOffset, e.sets)
+	K := uint32(c.ways)
+	N := uint32(c.sets)
+	put(ArrayCacheMetaOffset, uint64(c.meta.Ptr()))
+	put(ArrayCacheDataOffset, uint64(c.lineBase))
+	put(ArraySetsOffset, c.sets)
 	put(ArrayWaysOffset, uint64(K))
-	put(ArrayLineShiftOffset, uint64(e.lineShift))
+	put(ArrayLineShiftOffset, uint64(c.lineShift))
 	put(ArrayTagsOffset, gpucache.TagsOffset(N, K))
 	put(ArrayWBTagsOffset, gpucache.WriteBackTagsOffset(N, K))
 	put(ArrayWaysRecOffset, gpucache.WaysOffset(N, K))
-	put(ArrayQueuesOffset, uint64(e.queueDescs.Ptr()))
-	put(ArrayNQueuesOffset, uint64(len(e.queues)))
+	put(ArrayQueuesOffset, uint64(c.queueDescs.Ptr()))
+	put(ArrayNQueuesOffset, uint64(len(c.queues)))
 	put(ArrayErrorOffset, uint64(e.errRec.Ptr()))
 	put(ArrayTimeoutOffset, uint64(e.cfg.Timeout.Nanoseconds()))
 	put(ArrayNNSOffset, nns)
@@ -355,10 +449,10 @@ func (e *Engine) encodeDesc(elemSize, elemCount, nns uint64, stripeStart, stripe
 	if nns == 1 {
 		put(ArrayFirstTagOffset, firstTag)
 	}
-	put(ArrayLBAShiftOffset, uint64(e.lbaShift))
+	put(ArrayLBAShiftOffset, uint64(c.lbaShift))
 	put(ArrayElemCountOffset, elemCount)
 	put(ArrayElemSizeOffset, elemSize)
-	put(ArrayStatsOffset, uint64(e.stats.Ptr()))
+	put(ArrayStatsOffset, uint64(c.stats.Ptr()))
 	policy := uint64(PolicyClock)
 	if e.cfg.RoundRobin {
 		policy = PolicyRoundRobin
@@ -379,8 +473,8 @@ func (e *Engine) Context() *cuda.Context { return e.ctx }
 // Config returns the engine's configuration with defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Sets returns the number of cache sets.
-func (e *Engine) Sets() uint64 { return e.sets }
+// Sets returns the number of sets of the default cache.
+func (e *Engine) Sets() uint64 { return e.caches[0].sets }
 
 // Module returns the loaded module of a kernel family other than "array"
 // (the engine's own), loading it on first use.
@@ -580,17 +674,19 @@ func (e *Engine) resetQueues(ctx context.Context) error {
 	return nil
 }
 
-// Flush writes every dirty line back (a kernel, one thread per way) and then
-// flushes every namespace: on return, every write made before the call is
-// durable (DESIGN.md §7).
+// Flush writes every dirty line of every cache back (a kernel, one thread
+// per way) and then flushes every namespace: on return, every write made
+// before the call is durable (DESIGN.md §7).
 func (e *Engine) Flush(ctx context.Context) error {
 	fn, err := e.function("bam_cache_write_back")
 	if err != nil {
 		return err
 	}
-	ways := e.sets * uint64(e.cfg.Ways)
-	if err := e.Launch(ctx, fn, cuda.Linear(ways, 256, 4096), cuda.Ptr(e.cacheDesc.Ptr())); err != nil {
-		return fmt.Errorf("gpuengine: flush: %w", err)
+	for _, c := range e.caches {
+		ways := c.sets * uint64(c.ways)
+		if err := e.Launch(ctx, fn, cuda.Linear(ways, 256, 4096), cuda.Ptr(c.cacheDesc.Ptr())); err != nil {
+			return fmt.Errorf("gpuengine: flush: %w", err)
+		}
 	}
 	for i, ns := range e.namespaces {
 		if err := ns.Flush(); err != nil {
@@ -600,7 +696,7 @@ func (e *Engine) Flush(ctx context.Context) error {
 	return nil
 }
 
-// DirtyLines counts the cache's VALID and DIRTY lines.
+// DirtyLines counts the VALID and DIRTY lines of all caches.
 func (e *Engine) DirtyLines(ctx context.Context) (uint64, error) {
 	fn, err := e.function("bam_cache_dirty_count")
 	if err != nil {
@@ -614,9 +710,11 @@ func (e *Engine) DirtyLines(ctx context.Context) (uint64, error) {
 	if err := out.Memset8(0); err != nil {
 		return 0, err
 	}
-	ways := e.sets * uint64(e.cfg.Ways)
-	if err := e.Launch(ctx, fn, cuda.Linear(ways, 256, 4096), cuda.Ptr(e.cacheDesc.Ptr()), cuda.Ptr(out.Ptr())); err != nil {
-		return 0, err
+	for _, c := range e.caches {
+		ways := c.sets * uint64(c.ways)
+		if err := e.Launch(ctx, fn, cuda.Linear(ways, 256, 4096), cuda.Ptr(c.cacheDesc.Ptr()), cuda.Ptr(out.Ptr())); err != nil {
+			return 0, err
+		}
 	}
 	b := make([]byte, 8)
 	if err := out.Read(0, b); err != nil {
@@ -625,8 +723,8 @@ func (e *Engine) DirtyLines(ctx context.Context) (uint64, error) {
 	return binary.LittleEndian.Uint64(b), nil
 }
 
-// Invalidate writes dirty lines back and empties the cache (a cold start for
-// benchmarks).
+// Invalidate writes dirty lines back and empties the caches (a cold start
+// for benchmarks).
 func (e *Engine) Invalidate(ctx context.Context) error {
 	if err := e.Flush(ctx); err != nil {
 		return err
@@ -636,7 +734,12 @@ func (e *Engine) Invalidate(ctx context.Context) error {
 	if err := e.stream.Synchronize(); err != nil {
 		return err
 	}
-	return e.resetCache()
+	for _, c := range e.caches {
+		if err := c.reset(e.ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Stats are the device counters summed over multiprocessors.
@@ -652,21 +755,45 @@ type Stats struct {
 	// waited, and posts withdrawn untaken (the copier stopped; the posting
 	// lanes copied them themselves).
 	CopierWaited, CopierDropped uint64
-	LineSize                    int
-	Target                      nvme.TargetStats
+	LineSize                    int    // the default cache's
+	FilledBytes                 uint64 // bytes of lines read from storage, over all caches
+	// Caches are the counters of each cache, the default one first; the
+	// fields above sum them.
+	Caches []CacheStats
+	Target nvme.TargetStats
+}
+
+// CacheStats are the counters of one cache.
+type CacheStats struct {
+	LineSize                                 int
+	Misses, Fills, WriteBacks, Commands      uint64
+	Retries, Acquires, Offloads, FilledBytes uint64
 }
 
 // Stats reads the device counters.
 func (e *Engine) Stats() (Stats, error) {
-	b := make([]byte, StatsSlots*StatsCounters*8)
-	if err := e.stats.Read(0, b); err != nil {
-		return Stats{}, err
-	}
 	var sum [StatsCounters]uint64
-	for s := 0; s < StatsSlots; s++ {
-		for c := 0; c < StatsCounters; c++ {
-			sum[c] += binary.LittleEndian.Uint64(b[(s*StatsCounters+c)*8:])
+	var caches []CacheStats
+	var filled uint64
+	b := make([]byte, StatsSlots*StatsCounters*8)
+	for _, c := range e.caches {
+		if err := c.stats.Read(0, b); err != nil {
+			return Stats{}, err
 		}
+		var one [StatsCounters]uint64
+		for s := 0; s < StatsSlots; s++ {
+			for k := 0; k < StatsCounters; k++ {
+				one[k] += binary.LittleEndian.Uint64(b[(s*StatsCounters+k)*8:])
+			}
+		}
+		for k := range one {
+			sum[k] += one[k]
+		}
+		cs := CacheStats{LineSize: c.lineSize, Misses: one[StatMisses], Fills: one[StatFills], WriteBacks: one[StatWriteBacks],
+			Commands: one[StatCommands], Retries: one[StatRetries], Acquires: one[StatAcquires], Offloads: one[StatOffloads],
+			FilledBytes: one[StatFills] * uint64(c.lineSize)}
+		filled += cs.FilledBytes
+		caches = append(caches, cs)
 	}
 	var waited, dropped uint64
 	if e.fillCopier != nil {
@@ -679,6 +806,7 @@ func (e *Engine) Stats() (Stats, error) {
 		CopierWaited: waited, CopierDropped: dropped,
 		Misses: sum[StatMisses], Fills: sum[StatFills], WriteBacks: sum[StatWriteBacks],
 		Commands: sum[StatCommands], Retries: sum[StatRetries], Acquires: sum[StatAcquires], Offloads: sum[StatOffloads], LineSize: e.cfg.LineSize,
+		FilledBytes: filled, Caches: caches,
 		Target: e.target.Stats(),
 	}, nil
 }
@@ -719,10 +847,11 @@ func (e *Engine) Close() error {
 	if e.fillCopier != nil {
 		errs = append(errs, e.fillCopier.close())
 	}
-	for _, m := range []*cuda.DeviceMem{e.meta, e.data, e.errRec, e.stats, e.queueDescs, e.cacheDesc} {
-		if m != nil {
-			errs = append(errs, m.Free())
-		}
+	for _, c := range e.caches {
+		errs = append(errs, c.free()...)
+	}
+	if e.errRec != nil {
+		errs = append(errs, e.errRec.Free())
 	}
 	if e.mod != nil {
 		errs = append(errs, e.mod.Unload())

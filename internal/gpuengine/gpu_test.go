@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -365,7 +366,7 @@ func TestGPUTinyQueue(t *testing.T) {
 		// route).
 		var bad atomic.Int64
 		lines := func(addr uint64, n int) bool {
-			return addr%4096 == 0 && addr >= uint64(r.e.lineBase) && addr+uint64(n) <= uint64(r.e.lineBase)+r.e.lineBytes
+			return addr%4096 == 0 && addr >= uint64(r.e.caches[0].lineBase) && addr+uint64(n) <= uint64(r.e.caches[0].lineBase)+r.e.caches[0].lineBytes
 		}
 		r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
 			segs, st := nvme.WalkPRP(r.e.dma, c.PRP1, c.PRP2, int(c.Blocks())*4096, 4096)
@@ -465,10 +466,17 @@ func TestGPUFillCopier(t *testing.T) {
 // when its generation is even (gpucache/doc.go, Reads without references).
 func checkGenerations(t *testing.T, e *Engine) {
 	t.Helper()
-	K := uint32(e.cfg.Ways)
-	N := uint32(e.sets)
+	for _, c := range e.caches {
+		checkCacheGenerations(t, c)
+	}
+}
+
+func checkCacheGenerations(t *testing.T, c *lineCache) {
+	t.Helper()
+	K := uint32(c.ways)
+	N := uint32(c.sets)
 	buf := make([]byte, gpucache.RegionBytes(N, K))
-	if err := e.meta.Read(0, buf); err != nil {
+	if err := c.meta.Read(0, buf); err != nil {
 		t.Fatal(err)
 	}
 	tags, ways := gpucache.TagsOffset(N, K), gpucache.WaysOffset(N, K)
@@ -481,7 +489,7 @@ func checkGenerations(t *testing.T, e *Engine) {
 		valid := state&gpucache.StateValid != 0
 		switch {
 		case state&(gpucache.StateBusy|gpucache.StateRefMask) != 0:
-			t.Errorf("way %d: state %#x busy or referenced on an idle engine", g, state)
+			t.Errorf("%d-byte lines, way %d: state %#x busy or referenced on an idle engine", c.lineSize, g, state)
 		case tag == gpucache.TagEmpty && valid:
 			t.Errorf("way %d: VALID without a tag", g)
 		case tag != gpucache.TagEmpty && valid != (gen%2 == 0):
@@ -492,5 +500,112 @@ func checkGenerations(t *testing.T, e *Engine) {
 		if bad++; bad == 10 {
 			t.Fatal("more ways disagree")
 		}
+	}
+}
+
+// TestGPUMoreCaches binds arrays of one namespace to caches of three line
+// sizes, each far smaller than its array, and checks gathers, scatters and
+// Flush through each, and that each cache counts its own fills.
+func TestGPUMoreCaches(t *testing.T) {
+	cudatest.Device(t)
+	ns, err := nvme.NewMemoryNamespace(512, 16<<20/512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{LineSize: 4096, CacheBytes: 64 << 10, Ways: 2, QueuePairs: 4, QueueDepth: 64, Timeout: 10 * time.Second,
+		MoreCaches: []CacheConfig{{LineSize: 512, CacheBytes: 16 << 10}, {LineSize: 16384, CacheBytes: 256 << 10}}}, []nvme.Namespace{ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	if _, err := e.Bind(ArraySpec{Name: "x", ElemSize: 8, Len: 1, Stripe: []StripeMember{{}}, LineSize: 1024}); err == nil {
+		t.Fatal("bound an array to a cache that does not exist")
+	}
+	const n = 1 << 18 // 2 MiB of u64 per array
+	type col struct {
+		line  int
+		start uint64 // byte offset in the namespace
+		arr   *Array
+		want  []uint64
+	}
+	cols := []*col{{line: 512, start: 1 << 20}, {line: 0, start: 4 << 20}, {line: 16384, start: 8 << 20}}
+	for k, c := range cols {
+		c.want = make([]uint64, n)
+		for i := range c.want {
+			c.want[i] = kernels.Pattern64(uint64(k), uint64(i))
+			binary.LittleEndian.PutUint64(ns.Bytes()[c.start+uint64(i)*8:], c.want[i])
+		}
+		ls := uint64(c.line)
+		if ls == 0 {
+			ls = 4096
+		}
+		if c.arr, err = e.Bind(ArraySpec{Name: fmt.Sprint("col", k), ElemSize: 8, Len: n,
+			Stripe: []StripeMember{{StartLine: c.start / ls}}, LineSize: c.line}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := ctxT(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 2; round++ {
+		for k, c := range cols {
+			perm := rng.Perm(n)[:20000]
+			idx := make([]uint64, len(perm))
+			vals := make([]byte, 8*len(perm))
+			for j, p := range perm {
+				idx[j] = uint64(p)
+				c.want[p] = rng.Uint64()
+				binary.LittleEndian.PutUint64(vals[8*j:], c.want[p])
+			}
+			if err := c.arr.Scatter(ctx, idx, vals); err != nil {
+				t.Fatalf("col %d round %d: %v", k, round, err)
+			}
+		}
+		for k, c := range cols {
+			buf := make([]byte, 8*n)
+			if err := c.arr.ReadRange(ctx, 0, buf); err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.want {
+				if got := binary.LittleEndian.Uint64(buf[8*i:]); got != c.want[i] {
+					t.Fatalf("col %d (%d-byte lines) round %d: element %d = %#x, want %#x", k, c.line, round, i, got, c.want[i])
+				}
+			}
+		}
+	}
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dirty, err := e.DirtyLines(ctx); err != nil || dirty != 0 {
+		t.Fatalf("%d dirty lines after Flush (%v)", dirty, err)
+	}
+	checkGenerations(t, e)
+	for k, c := range cols {
+		for i := range c.want {
+			if got := binary.LittleEndian.Uint64(ns.Bytes()[c.start+uint64(i)*8:]); got != c.want[i] {
+				t.Fatalf("col %d: after Flush, storage element %d = %#x, want %#x", k, i, got, c.want[i])
+			}
+		}
+	}
+	st, err := e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var filled uint64
+	for i, cs := range st.Caches {
+		t.Logf("cache %d: %+v", i, cs)
+		if cs.Fills == 0 || cs.WriteBacks == 0 || cs.FilledBytes != cs.Fills*uint64(cs.LineSize) {
+			t.Errorf("cache of %d-byte lines: %+v", cs.LineSize, cs)
+		}
+		filled += cs.FilledBytes
+	}
+	if len(st.Caches) != 3 || st.Caches[0].LineSize != 4096 || st.Caches[1].LineSize != 512 || st.Caches[2].LineSize != 16384 {
+		t.Fatalf("caches %+v", st.Caches)
+	}
+	if st.FilledBytes != filled || st.Fills != st.Caches[0].Fills+st.Caches[1].Fills+st.Caches[2].Fills {
+		t.Fatalf("totals %+v do not sum the caches", st)
 	}
 }

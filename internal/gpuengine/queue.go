@@ -53,9 +53,10 @@ func pageAligned(h *cuda.HostMem, n uint64) (cuda.DevicePtr, []byte, error) {
 	return dev.Add(skip), h.Bytes()[skip : skip+n : skip+n], nil
 }
 
-func newQueuePair(e *Engine, id uint16) (*queuePair, error) {
+// newQueuePair makes queue pair id with staging slots of lineSize bytes.
+func newQueuePair(e *Engine, id uint16, lineSize int) (*queuePair, error) {
 	depth := uint32(e.cfg.QueueDepth)
-	q := &queuePair{id: id, depth: depth, lineSize: e.cfg.LineSize,
+	q := &queuePair{id: id, depth: depth, lineSize: lineSize,
 		sqBytes: uint64(depth) * nvme.SQESize, cqBytes: uint64(depth) * nvme.CQESize}
 	var err error
 	if q.ring, err = e.ctx.AllocPinned(q.sqBytes + q.cqBytes + 2*doorbellStride); err != nil {
@@ -64,7 +65,7 @@ func newQueuePair(e *Engine, id uint16) (*queuePair, error) {
 	// Staging slots and PRP lists must be page aligned (PRP rules); the
 	// driver's pinned allocations need not be, so allocate a page more and
 	// use the aligned part.
-	if q.staging, err = e.ctx.AllocPinned(uint64(depth)*uint64(e.cfg.LineSize) + pageSize); err != nil {
+	if q.staging, err = e.ctx.AllocPinned(uint64(depth)*uint64(lineSize) + pageSize); err != nil {
 		return nil, fmt.Errorf("gpuengine: queue %d staging: %w", id, err)
 	}
 	if q.prpLists, err = e.ctx.AllocPinned(uint64(depth)*pageSize + pageSize); err != nil {
@@ -77,7 +78,7 @@ func newQueuePair(e *Engine, id uint16) (*queuePair, error) {
 		return nil, err
 	}
 	var stagingHost, prpHost []byte
-	if q.stagingDev, stagingHost, err = pageAligned(q.staging, uint64(depth)*uint64(e.cfg.LineSize)); err != nil {
+	if q.stagingDev, stagingHost, err = pageAligned(q.staging, uint64(depth)*uint64(lineSize)); err != nil {
 		return nil, err
 	}
 	if q.prpDev, prpHost, err = pageAligned(q.prpLists, uint64(depth)*pageSize); err != nil {

@@ -1,0 +1,38 @@
+package gpuengine
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigMoreCaches(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string // "" for valid
+	}{
+		{Config{MoreCaches: []CacheConfig{{LineSize: 1024}}}, ""},
+		{Config{MoreCaches: []CacheConfig{{LineSize: 4096}}}, "two caches of 4096-byte lines"},
+		{Config{MoreCaches: []CacheConfig{{LineSize: 3000}}}, "line size 3000"},
+		{Config{MoreCaches: []CacheConfig{{}}}, "line size 0"},
+		{Config{MoreCaches: []CacheConfig{{LineSize: 65536, CacheBytes: 4096}}}, "holds less than one set"},
+		{Config{QueuePairs: 600, MoreCaches: []CacheConfig{{LineSize: 1024}}}, "want 1 to 1024 in all"},
+	} {
+		err := tc.cfg.fill()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.cfg.MoreCaches, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want one saying %q", tc.cfg.MoreCaches, err, tc.want)
+		}
+	}
+	c := Config{MoreCaches: []CacheConfig{{LineSize: 1024}}}
+	if err := c.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if c.MoreCaches[0].CacheBytes != 256<<20 {
+		t.Errorf("default cache size %d", c.MoreCaches[0].CacheBytes)
+	}
+	if got := c.caches(); len(got) != 2 || got[0].LineSize != 4096 || got[1].LineSize != 1024 {
+		t.Errorf("caches %+v", got)
+	}
+}
