@@ -60,6 +60,18 @@ const (
 	MapOn
 )
 
+func (m MapMode) String() string {
+	switch m {
+	case MapAuto:
+		return "auto"
+	case MapOff:
+		return "off"
+	case MapOn:
+		return "on"
+	}
+	return fmt.Sprintf("MapMode(%d)", int(m))
+}
+
 // Mapped reads. A worker copies the bytes of a Read from a read-only
 // shared mapping of the file (created on the first such read) instead of
 // making one system call per command: on a page-cache hit the copy costs a

@@ -56,6 +56,12 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 	ec := g.e.Config()
 	res.Params["rows"] = t.Rows
 	res.Params["line_size"] = ec.LineSize
+	scan := ec.LineSize
+	for _, mc := range ec.MoreCaches {
+		scan = mc.LineSize
+	}
+	res.Params["scan_line_size"] = scan
+	res.Params["file_map"] = g.fileMap.String()
 	res.Params["cache_bytes"] = ec.CacheBytes
 	res.Params["queue_pairs"] = ec.QueuePairs
 	res.Params["queue_depth"] = ec.QueueDepth

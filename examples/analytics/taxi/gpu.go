@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/bam-go/bam"
@@ -35,7 +36,19 @@ type GPUConfig struct {
 	// FileMap is how the Target's workers read the store's namespace
 	// files (nvme.MapMode; default nvme.MapAuto: copies from a mapping).
 	FileMap nvme.MapMode
+	// ScanLineSize is the line size of a second cache for the columns
+	// some query reads whole (trip_distance and the group-by queries'
+	// columns): fewer, larger commands for the scans, while the columns
+	// Q1–Q5 read only at matching rows keep Engine.LineSize, which wastes
+	// least on them. Default: the store's line size; equal to
+	// Engine.LineSize, one cache serves all columns. The columns' extents
+	// must start at multiples of it.
+	ScanLineSize int
 }
+
+// Scanned reports whether some query reads column c whole (see
+// GPUConfig.ScanLineSize).
+func Scanned(c Col) bool { return !slices.Contains(amountCols, c) }
 
 // GPU runs queries over one table on a GPU engine whose namespaces are the
 // store's namespace files.
@@ -50,6 +63,8 @@ type GPU struct {
 	table  *cuda.DeviceMem // keys, counts, non-nulls, sums
 	out    *cuda.DeviceMem // selective: 2 doubles, 1 u64; grouped: overflow flag
 	res    [NumCols]*cuda.DeviceMem
+
+	fileMap nvme.MapMode
 }
 
 // OpenGPU starts a GPU engine over the table's store and binds its
@@ -65,10 +80,18 @@ func OpenGPU(t *Table, cfg GPUConfig) (_ *GPU, err error) {
 	if cfg.GroupSlots == 0 {
 		cfg.GroupSlots = 1 << 20
 	}
+	if cfg.ScanLineSize == 0 {
+		cfg.ScanLineSize = info.LineSize
+	}
+	if cfg.ScanLineSize != cfg.Engine.LineSize {
+		// Sized like the default cache (Engine.CacheBytes, or the
+		// engine's default when that is 0).
+		cfg.Engine.MoreCaches = append(cfg.Engine.MoreCaches, gpuengine.CacheConfig{LineSize: cfg.ScanLineSize, CacheBytes: cfg.Engine.CacheBytes})
+	}
 	if cfg.GroupSlots&(cfg.GroupSlots-1) != 0 {
 		return nil, fmt.Errorf("%w: group slots %d is not a power of two", ErrInvalid, cfg.GroupSlots)
 	}
-	g := &GPU{t: t, fns: map[string]*cuda.Function{}, cap: cfg.GroupSlots}
+	g := &GPU{t: t, fns: map[string]*cuda.Function{}, cap: cfg.GroupSlots, fileMap: cfg.FileMap}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -93,10 +116,15 @@ func OpenGPU(t *Table, cfg GPUConfig) (_ *GPU, err error) {
 		}
 	}
 	for c := range NumCols {
-		spec, err := arraySpec(t.cols[c].Object(), info, g.e.Config().LineSize)
+		line := g.e.Config().LineSize
+		if Scanned(c) {
+			line = cfg.ScanLineSize
+		}
+		spec, err := arraySpec(t.cols[c].Object(), info, line)
 		if err != nil {
 			return nil, fmt.Errorf("taxi: gpu: %w", err)
 		}
+		spec.LineSize = line
 		if g.arrays[c], err = g.e.Bind(spec); err != nil {
 			return nil, fmt.Errorf("taxi: gpu: %w", err)
 		}
@@ -349,7 +377,7 @@ func (g *GPU) run(ctx context.Context, q Query, resident bool) (*Result, error) 
 		if err != nil {
 			return nil, err
 		}
-		r.BytesRead = (after.Fills - before.Fills) * uint64(after.LineSize)
+		r.BytesRead = after.FilledBytes - before.FilledBytes
 	}
 	return r, nil
 }

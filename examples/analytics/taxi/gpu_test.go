@@ -10,8 +10,10 @@ import (
 
 // TestGPUQueries runs every query on the GPU engine (columns on storage
 // through a small cache, and columns in device memory) and checks it
-// against the row-by-row oracle, for the store's line size and for 512-byte
-// engine lines over 4 KiB store lines.
+// against the row-by-row oracle, for the store's line size, for 512-byte
+// engine lines over 4 KiB store lines with the scanned columns in a cache
+// of the store's line size (the default), and with all columns in one
+// cache of 512-byte lines.
 func TestGPUQueries(t *testing.T) {
 	cudatest.Device(t)
 	ctx := context.Background()
@@ -25,8 +27,9 @@ func TestGPUQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []int{4096, 512} {
-		g, err := OpenGPU(tb, GPUConfig{Engine: gpuengine.Config{LineSize: line, CacheBytes: 1 << 20}, GroupSlots: 1 << 14})
+	for _, tc := range []struct{ line, scan, caches int }{{4096, 0, 1}, {512, 0, 2}, {512, 512, 1}} {
+		line := tc.line
+		g, err := OpenGPU(tb, GPUConfig{Engine: gpuengine.Config{LineSize: line, CacheBytes: 1 << 20}, GroupSlots: 1 << 14, ScanLineSize: tc.scan})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,11 +49,31 @@ func TestGPUQueries(t *testing.T) {
 			if r.BytesRead < bytesNeeded(q, rows, 0) {
 				t.Errorf("line %d %s: read %d bytes, need at least %d", line, q.ID, r.BytesRead, bytesNeeded(q, rows, 0))
 			}
+			st, err := g.Engine().Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Caches) != tc.caches {
+				t.Fatalf("line %d scan %d: %d caches, want %d", line, tc.scan, len(st.Caches), tc.caches)
+			}
 			m, err := g.RunResident(ctx, q)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkResult(t, q, b, m)
+		}
+		if tc.caches == 2 {
+			// Q1-Q5 read their amounts through the small lines, every
+			// query its scanned columns through the large ones.
+			st, err := g.Engine().Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cs := range st.Caches {
+				if cs.Fills == 0 {
+					t.Errorf("line %d: the cache of %d-byte lines filled nothing: %+v", line, cs.LineSize, st.Caches)
+				}
+			}
 		}
 		if err := g.Close(); err != nil {
 			t.Fatal(err)
