@@ -61,6 +61,9 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 		scan = mc.LineSize
 	}
 	res.Params["scan_line_size"] = scan
+	if info, err := t.s.Info(); err == nil {
+		res.Params["store_line_size"] = info.LineSize
+	}
 	res.Params["file_map"] = g.fileMap.String()
 	res.Params["cache_bytes"] = ec.CacheBytes
 	res.Params["queue_pairs"] = ec.QueuePairs
