@@ -71,7 +71,10 @@
 // the matching rows of the dependent ones) and their ratio, the I/O
 // amplification. With lines of L bytes, 4-byte values and selectivity s,
 // each dependent column costs about 1-(1-s)^(L/4) of its lines: 26 % at
-// 4 KiB, 7.4 % at 1 KiB and 3.8 % at 512 B for s = 0.03 %.
+// 4 KiB, 7.4 % at 1 KiB and 3.8 % at 512 B for s = 0.03 %. On the GPU the
+// scanned columns need the opposite, large lines (fewer commands), so they
+// sit in a second cache of GPUConfig.ScanLineSize bytes (by default the
+// store's line size) while the dependent columns keep Engine.LineSize.
 //
 // # Invariants
 //
