@@ -25,9 +25,13 @@ func TestConfigMoreCaches(t *testing.T) {
 			t.Errorf("%+v: error %v, want one saying %q", tc.cfg.MoreCaches, err, tc.want)
 		}
 	}
-	c := Config{MoreCaches: []CacheConfig{{LineSize: 1024}}}
+	mine := []CacheConfig{{LineSize: 1024}}
+	c := Config{MoreCaches: mine}
 	if err := c.fill(); err != nil {
 		t.Fatal(err)
+	}
+	if mine[0].CacheBytes != 0 {
+		t.Errorf("fill wrote its default into the caller's slice")
 	}
 	if c.MoreCaches[0].CacheBytes != 256<<20 {
 		t.Errorf("default cache size %d", c.MoreCaches[0].CacheBytes)

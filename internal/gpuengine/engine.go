@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,6 +125,7 @@ func (c *Config) fill() error {
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second
 	}
+	c.MoreCaches = slices.Clone(c.MoreCaches) // defaults go into the engine's copy, not the caller's
 	for i := range c.MoreCaches {
 		if c.MoreCaches[i].CacheBytes == 0 {
 			c.MoreCaches[i].CacheBytes = 256 << 20

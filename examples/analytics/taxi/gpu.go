@@ -86,7 +86,7 @@ func OpenGPU(t *Table, cfg GPUConfig) (_ *GPU, err error) {
 	if cfg.ScanLineSize != cfg.Engine.LineSize {
 		// Sized like the default cache (Engine.CacheBytes, or the
 		// engine's default when that is 0).
-		cfg.Engine.MoreCaches = append(cfg.Engine.MoreCaches, gpuengine.CacheConfig{LineSize: cfg.ScanLineSize, CacheBytes: cfg.Engine.CacheBytes})
+		cfg.Engine.MoreCaches = append(slices.Clip(cfg.Engine.MoreCaches), gpuengine.CacheConfig{LineSize: cfg.ScanLineSize, CacheBytes: cfg.Engine.CacheBytes})
 	}
 	if cfg.GroupSlots&(cfg.GroupSlots-1) != 0 {
 		return nil, fmt.Errorf("%w: group slots %d is not a power of two", ErrInvalid, cfg.GroupSlots)
