@@ -41,34 +41,94 @@ __device__ __forceinline__ double warp_sum_f64(double v) {
 	return v;
 }
 
+// Matching rows whose amounts a warp has yet to read: at most one entry per
+// lane, so that one round of reads covers them.
+constexpr u32 max_pending = 32;
+constexpr u32 max_warps_per_block = 8;  // blocks of at most 256 threads
+
+// read_amounts adds the first k amount columns (NULL = NaN adds 0) of the
+// np rows in pend to the calling lane's sum. The warp calls it together;
+// its lanes share out the np*k (row, column) reads, so that up to 32
+// misses are in flight at once instead of one per matching lane and
+// column in turn.
+template <typename Col>
+__device__ __forceinline__ double read_amounts(const Col &a0, const Col &a1, const Col &a2, const Col &a3,
+                                               const Col &a4, u32 k, const u64 *pend, u32 np) {
+	const u32 lane = threadIdx.x & 31;
+	const u32 items = np * k;
+	double s = 0;
+	for (u32 t0 = 0; t0 < items; t0 += 32) {
+		const u32 t = t0 + lane;
+		if (t >= items) break;
+		const u64 row = pend[t % np];
+		float v;
+		switch (t / np) {
+			case 0: v = a0.read(row); break;
+			case 1: v = a1.read(row); break;
+			case 2: v = a2.read(row); break;
+			case 3: v = a3.read(row); break;
+			default: v = a4.read(row); break;
+		}
+		if (v == v) s += v;
+	}
+	return s;
+}
+
 // selective runs Q0–Q5: rows with dist >= D (NaN never matches) add 1 to
 // the count, their distance to out[0] and the sum of their first k amount
-// columns (NULL = NaN adds 0) to out[1]. Amounts are added in column order
-// in double, as the host does.
+// columns (NULL = NaN adds 0) to out[1].
+//
+// A warp does not read a matching row's amounts at once: it notes the row
+// (in shared memory) and reads the amounts of batch noted rows together
+// (read_amounts), and those of the rows left at its end. Read at once,
+// each match stalled its warp for k storage round trips in turn; batched,
+// a warp waits k*batch/32 rounds for batch rows. batch = 1 reads each
+// match's amounts as soon as the warp finds it.
 template <typename Col>
-__device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 k, float D, u64 n,
+__device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 k, float D, u64 n, u32 batch,
                           double *out, u64 *count) {
+	__shared__ u64 pending[max_warps_per_block][max_pending];
+	u64 *pend = pending[(threadIdx.x >> 5) % max_warps_per_block];
+	batch = min(max(batch, 1u), max_pending);
+	u32 np = 0;  // rows noted in pend, the same in every lane
 	u64 c = 0;
 	double sd = 0, sa = 0;
 	const u32 lane = threadIdx.x & 31;
 	for (u64 base = warp_id() * rows_per_warp; base < n; base += warps() * rows_per_warp) {
 		for (u32 j = 0; j < rows_per_lane; j++) {
+			if (base + 32 * j >= n) break;  // uniform across the warp
 			const u64 i = base + 32 * j + lane;
-			if (i >= n) break;
-			const float d = dist.read(i);
-			if (d >= D) {
-				double s = 0;
-				float v;
-				if (k > 0 && (v = a0.read(i)) == v) s += v;
-				if (k > 1 && (v = a1.read(i)) == v) s += v;
-				if (k > 2 && (v = a2.read(i)) == v) s += v;
-				if (k > 3 && (v = a3.read(i)) == v) s += v;
-				if (k > 4 && (v = a4.read(i)) == v) s += v;
-				c++;
-				sd += d;
-				sa += s;
+			bool match = false;
+			if (i < n) {
+				const float d = dist.read(i);
+				if (d >= D) {
+					match = true;
+					c++;
+					sd += d;
+				}
+			}
+			if (k == 0) continue;
+			u32 want = __ballot_sync(bam::full_warp_mask, match);
+			while (want != 0) {
+				// The lowest-ranked matching lanes take the free entries.
+				const u32 room = max_pending - np;
+				const u32 rank = __popc(want & ((1u << lane) - 1u));
+				if (((want >> lane) & 1u) && rank < room) pend[np + rank] = i;
+				const u32 took = min(static_cast<u32>(__popc(want)), room);
+				for (u32 t = 0; t < took; t++) want &= want - 1u;
+				np += took;
+				if (np >= batch) {
+					__syncwarp();
+					sa += read_amounts(a0, a1, a2, a3, a4, k, pend, np);
+					__syncwarp();
+					np = 0;
+				}
 			}
 		}
+	}
+	if (np > 0) {
+		__syncwarp();
+		sa += read_amounts(a0, a1, a2, a3, a4, k, pend, np);
 	}
 	__syncwarp();
 	c = bam::warp_sum(c);
@@ -183,14 +243,14 @@ __device__ void grouped(U8 cab, I8 pc, U32 pickup, F32 dist, F32 total, u32 mask
 
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_taxi_select_bam(bam::array<float> dist, bam::array<float> a0, bam::array<float> a1,
                                     bam::array<float> a2, bam::array<float> a3, bam::array<float> a4, u32 k,
-                                    float D, u64 n, double *out, u64 *count) {
-	selective<bam_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, out, count);
+                                    float D, u64 n, u32 batch, double *out, u64 *count) {
+	selective<bam_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, batch, out, count);
 }
 
-BAM_KERNEL void bam_taxi_select_mem(const float *dist, const float *a0, const float *a1, const float *a2,
-                                    const float *a3, const float *a4, u32 k, float D, u64 n, double *out,
-                                    u64 *count) {
-	selective<mem_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, out, count);
+BAM_KERNEL void __launch_bounds__(256) bam_taxi_select_mem(const float *dist, const float *a0, const float *a1,
+                                    const float *a2, const float *a3, const float *a4, u32 k, float D, u64 n,
+                                    u32 batch, double *out, u64 *count) {
+	selective<mem_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, batch, out, count);
 }
 
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_taxi_group_bam(bam::array<unsigned char> cab, bam::array<signed char> pc,

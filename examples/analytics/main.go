@@ -191,9 +191,9 @@ func runImport(ctx context.Context, args []string) error {
 
 // gpuFlags configure the GPU engine.
 type gpuFlags struct {
-	line, scanLine, queues, depth, targetWorkers int
-	cache, fileMap                               string
-	timeout                                      time.Duration
+	line, scanLine, queues, depth, targetWorkers, matchBatch int
+	cache, fileMap                                           string
+	timeout                                                  time.Duration
 }
 
 func (f *gpuFlags) register(fs *flag.FlagSet) {
@@ -206,6 +206,7 @@ func (f *gpuFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.line, "gpu-line", 1024, "GPU cache line size (a one-namespace store allows lines below the store's)")
 	fs.IntVar(&f.scanLine, "scan-line", 0, "line size of the cache of the columns queries read whole (0: the store's line size; equal to --gpu-line: one cache)")
 	fs.StringVar(&f.cache, "gpu-cache", "8GiB", "GPU cache size (each cache)")
+	fs.IntVar(&f.matchBatch, "match-batch", taxi.DefaultMatchBatch, "matching rows of Q1–Q5 a warp notes before reading their amounts together (1 to 32)")
 	fs.IntVar(&f.queues, "queues", 0, "NVMe queue pairs of the GPU engine (0: engine default)")
 	fs.IntVar(&f.depth, "depth", 0, "queue depth (0: engine default)")
 	fs.IntVar(&f.targetWorkers, "target-workers", 0, "host threads serving the queues (0: engine default)")
@@ -223,7 +224,7 @@ func (f *gpuFlags) open(t *taxi.Table) (*taxi.GPU, error) {
 		return nil, fmt.Errorf("--file-map %q: want auto, on or off", f.fileMap)
 	}
 	return taxi.OpenGPU(t, taxi.GPUConfig{Engine: gpuengine.Config{LineSize: f.line, CacheBytes: cache,
-		QueuePairs: f.queues, QueueDepth: f.depth, TargetWorkers: f.targetWorkers, Timeout: f.timeout}, FileMap: m, ScanLineSize: f.scanLine})
+		QueuePairs: f.queues, QueueDepth: f.depth, TargetWorkers: f.targetWorkers, Timeout: f.timeout}, FileMap: m, ScanLineSize: f.scanLine, MatchBatch: f.matchBatch})
 }
 
 func parseQueries(list, thresholds string) ([]taxi.Query, error) {

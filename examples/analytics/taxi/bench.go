@@ -65,6 +65,7 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 		res.Params["store_line_size"] = info.LineSize
 	}
 	res.Params["file_map"] = g.fileMap.String()
+	res.Params["match_batch"] = g.matchBatch
 	res.Params["cache_bytes"] = ec.CacheBytes
 	res.Params["queue_pairs"] = ec.QueuePairs
 	res.Params["queue_depth"] = ec.QueueDepth

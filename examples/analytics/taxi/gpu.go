@@ -44,7 +44,16 @@ type GPUConfig struct {
 	// Engine.LineSize, one cache serves all columns. The columns' extents
 	// must start at multiples of it.
 	ScanLineSize int
+	// MatchBatch is how many matching rows of Q1–Q5 a warp notes before
+	// it reads their amounts together (1 to 32): the reads of a batch are
+	// in flight at once, while a row read as soon as it matched stalled
+	// its warp for one storage round trip per amount column. The rows
+	// left when a warp ends are read then. Default DefaultMatchBatch.
+	MatchBatch int
 }
+
+// DefaultMatchBatch is GPUConfig.MatchBatch's default.
+const DefaultMatchBatch = 32
 
 // Scanned reports whether some query reads column c whole (see
 // GPUConfig.ScanLineSize).
@@ -64,7 +73,8 @@ type GPU struct {
 	out    *cuda.DeviceMem // selective: 2 doubles, 1 u64; grouped: overflow flag
 	res    [NumCols]*cuda.DeviceMem
 
-	fileMap nvme.MapMode
+	fileMap    nvme.MapMode
+	matchBatch int
 }
 
 // OpenGPU starts a GPU engine over the table's store and binds its
@@ -88,10 +98,16 @@ func OpenGPU(t *Table, cfg GPUConfig) (_ *GPU, err error) {
 		// engine's default when that is 0).
 		cfg.Engine.MoreCaches = append(slices.Clip(cfg.Engine.MoreCaches), gpuengine.CacheConfig{LineSize: cfg.ScanLineSize, CacheBytes: cfg.Engine.CacheBytes})
 	}
+	if cfg.MatchBatch == 0 {
+		cfg.MatchBatch = DefaultMatchBatch
+	}
+	if cfg.MatchBatch < 1 || cfg.MatchBatch > 32 {
+		return nil, fmt.Errorf("%w: match batch %d is not within 1 to 32", ErrInvalid, cfg.MatchBatch)
+	}
 	if cfg.GroupSlots&(cfg.GroupSlots-1) != 0 {
 		return nil, fmt.Errorf("%w: group slots %d is not a power of two", ErrInvalid, cfg.GroupSlots)
 	}
-	g := &GPU{t: t, fns: map[string]*cuda.Function{}, cap: cfg.GroupSlots, fileMap: cfg.FileMap}
+	g := &GPU{t: t, fns: map[string]*cuda.Function{}, cap: cfg.GroupSlots, fileMap: cfg.FileMap, matchBatch: cfg.MatchBatch}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -290,7 +306,7 @@ func (g *GPU) run(ctx context.Context, q Query, resident bool) (*Result, error) 
 			return nil, err
 		}
 		args = append(args, cuda.U32(uint32(len(amounts))), cuda.F32(threshold32(q.Threshold)), cuda.U64(n),
-			cuda.Ptr(g.out.Ptr()), cuda.Ptr(g.out.Ptr().Add(16)))
+			cuda.U32(uint32(g.matchBatch)), cuda.Ptr(g.out.Ptr()), cuda.Ptr(g.out.Ptr().Add(16)))
 		fn := g.fns[kernelSelectBaM]
 		if resident {
 			fn = g.fns[kernelSelectMem]

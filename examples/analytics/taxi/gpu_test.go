@@ -2,6 +2,7 @@ package taxi
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/bam-go/bam/internal/cuda/cudatest"
@@ -13,7 +14,9 @@ import (
 // against the row-by-row oracle, for the store's line size, for 512-byte
 // engine lines over 4 KiB store lines with the scanned columns in a cache
 // of the store's line size (the default), and with all columns in one
-// cache of 512-byte lines.
+// cache of 512-byte lines; with match batches of 32 (the default), 1 and 5
+// (rows left over at a warp's end, batches split across the warp's
+// lanes).
 func TestGPUQueries(t *testing.T) {
 	cudatest.Device(t)
 	ctx := context.Background()
@@ -27,9 +30,10 @@ func TestGPUQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ line, scan, caches int }{{4096, 0, 1}, {512, 0, 2}, {512, 512, 1}} {
+	for _, tc := range []struct{ line, scan, caches, batch int }{{4096, 0, 1, 0}, {512, 0, 2, 1}, {512, 512, 1, 5}} {
 		line := tc.line
-		g, err := OpenGPU(tb, GPUConfig{Engine: gpuengine.Config{LineSize: line, CacheBytes: 1 << 20}, GroupSlots: 1 << 14, ScanLineSize: tc.scan})
+		g, err := OpenGPU(tb, GPUConfig{Engine: gpuengine.Config{LineSize: line, CacheBytes: 1 << 20}, GroupSlots: 1 << 14,
+			ScanLineSize: tc.scan, MatchBatch: tc.batch})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,4 +91,24 @@ func allCols() []Col {
 		cols[c] = c
 	}
 	return cols
+}
+
+// TestOpenGPUBadConfig: configurations OpenGPU refuses before it needs a
+// GPU.
+func TestOpenGPUBadConfig(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, 4096)
+	tb, err := Generate(ctx, s, "trips", GenOptions{Rows: 1000, Seed: 1, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []GPUConfig{{MatchBatch: 33}, {MatchBatch: -1}, {GroupSlots: 3}} {
+		g, err := OpenGPU(tb, cfg)
+		if !errors.Is(err, ErrInvalid) {
+			if g != nil {
+				g.Close()
+			}
+			t.Errorf("%+v: got %v, want ErrInvalid", cfg, err)
+		}
+	}
 }
