@@ -191,9 +191,9 @@ func runImport(ctx context.Context, args []string) error {
 
 // gpuFlags configure the GPU engine.
 type gpuFlags struct {
-	line, scanLine, queues, depth, targetWorkers, matchBatch int
-	cache, fileMap                                           string
-	timeout                                                  time.Duration
+	line, scanLine, queues, scanQueues, depth, targetWorkers, matchBatch int
+	cache, fileMap                                                       string
+	timeout                                                              time.Duration
 }
 
 func (f *gpuFlags) register(fs *flag.FlagSet) {
@@ -208,6 +208,7 @@ func (f *gpuFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cache, "gpu-cache", "8GiB", "GPU cache size (each cache)")
 	fs.IntVar(&f.matchBatch, "match-batch", taxi.DefaultMatchBatch, "matching rows of Q1–Q5 a warp notes before reading their amounts together (1 to 32)")
 	fs.IntVar(&f.queues, "queues", 0, "NVMe queue pairs of the GPU engine (0: engine default)")
+	fs.IntVar(&f.scanQueues, "scan-queues", 0, "NVMe queue pairs of the scanned columns' cache, when it is one of its own (0: as --queues)")
 	fs.IntVar(&f.depth, "depth", 0, "queue depth (0: engine default)")
 	fs.IntVar(&f.targetWorkers, "target-workers", 0, "host threads serving the queues (0: engine default)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound of every device wait (0: engine default)")
@@ -224,7 +225,7 @@ func (f *gpuFlags) open(t *taxi.Table) (*taxi.GPU, error) {
 		return nil, fmt.Errorf("--file-map %q: want auto, on or off", f.fileMap)
 	}
 	return taxi.OpenGPU(t, taxi.GPUConfig{Engine: gpuengine.Config{LineSize: f.line, CacheBytes: cache,
-		QueuePairs: f.queues, QueueDepth: f.depth, TargetWorkers: f.targetWorkers, Timeout: f.timeout}, FileMap: m, ScanLineSize: f.scanLine, MatchBatch: f.matchBatch})
+		QueuePairs: f.queues, QueueDepth: f.depth, TargetWorkers: f.targetWorkers, Timeout: f.timeout}, FileMap: m, ScanLineSize: f.scanLine, ScanQueuePairs: f.scanQueues, MatchBatch: f.matchBatch})
 }
 
 func parseQueries(list, thresholds string) ([]taxi.Query, error) {

@@ -15,7 +15,11 @@ func TestConfigMoreCaches(t *testing.T) {
 		{Config{MoreCaches: []CacheConfig{{LineSize: 3000}}}, "line size 3000"},
 		{Config{MoreCaches: []CacheConfig{{}}}, "line size 0"},
 		{Config{MoreCaches: []CacheConfig{{LineSize: 65536, CacheBytes: 4096}}}, "holds less than one set"},
-		{Config{QueuePairs: 600, MoreCaches: []CacheConfig{{LineSize: 1024}}}, "want 1 to 1024 in all"},
+		{Config{QueuePairs: 600, MoreCaches: []CacheConfig{{LineSize: 1024}}}, "want at most 1024 in all"},
+		{Config{QueuePairs: 16, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1009}}}, "1025 queue pairs over 2 caches"},
+		{Config{QueuePairs: 16, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1008}}}, ""},
+		{Config{QueuePairs: -1}, "-1 queue pairs for the cache of 4096-byte lines"},
+		{Config{MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: -2}}}, "-2 queue pairs for the cache of 1024-byte lines"},
 	} {
 		err := tc.cfg.fill()
 		switch {
@@ -38,5 +42,15 @@ func TestConfigMoreCaches(t *testing.T) {
 	}
 	if got := c.caches(); len(got) != 2 || got[0].LineSize != 4096 || got[1].LineSize != 1024 {
 		t.Errorf("caches %+v", got)
+	}
+	if c.MoreCaches[0].QueuePairs != DefaultQueuePairs {
+		t.Errorf("default queue pairs of a further cache %d, want the engine's %d", c.MoreCaches[0].QueuePairs, DefaultQueuePairs)
+	}
+	c = Config{QueuePairs: 3, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 2}}}
+	if err := c.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if c.totalQueuePairs() != 5 || c.TargetWorkers > 5 {
+		t.Errorf("%d queue pairs in all and %d target workers, want 5 and at most 5", c.totalQueuePairs(), c.TargetWorkers)
 	}
 }

@@ -504,8 +504,9 @@ func checkCacheGenerations(t *testing.T, c *lineCache) {
 }
 
 // TestGPUMoreCaches binds arrays of one namespace to caches of three line
-// sizes, each far smaller than its array, and checks gathers, scatters and
-// Flush through each, and that each cache counts its own fills.
+// sizes, each far smaller than its array and with its own number of queue
+// pairs, and checks gathers, scatters and Flush through each, and that
+// each cache counts its own fills.
 func TestGPUMoreCaches(t *testing.T) {
 	cudatest.Device(t)
 	ns, err := nvme.NewMemoryNamespace(512, 16<<20/512)
@@ -513,7 +514,7 @@ func TestGPUMoreCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, err := New(Config{LineSize: 4096, CacheBytes: 64 << 10, Ways: 2, QueuePairs: 4, QueueDepth: 64, Timeout: 10 * time.Second,
-		MoreCaches: []CacheConfig{{LineSize: 512, CacheBytes: 16 << 10}, {LineSize: 16384, CacheBytes: 256 << 10}}}, []nvme.Namespace{ns})
+		MoreCaches: []CacheConfig{{LineSize: 512, CacheBytes: 16 << 10, QueuePairs: 1}, {LineSize: 16384, CacheBytes: 256 << 10, QueuePairs: 7}}}, []nvme.Namespace{ns})
 	if err != nil {
 		t.Fatal(err)
 	}

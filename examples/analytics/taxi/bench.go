@@ -56,11 +56,12 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 	ec := g.e.Config()
 	res.Params["rows"] = t.Rows
 	res.Params["line_size"] = ec.LineSize
-	scan := ec.LineSize
+	scan, scanQueues := ec.LineSize, ec.QueuePairs
 	for _, mc := range ec.MoreCaches {
-		scan = mc.LineSize
+		scan, scanQueues = mc.LineSize, mc.QueuePairs
 	}
 	res.Params["scan_line_size"] = scan
+	res.Params["scan_queue_pairs"] = scanQueues
 	if info, err := t.s.Info(); err == nil {
 		res.Params["store_line_size"] = info.LineSize
 	}

@@ -44,6 +44,9 @@ type GPUConfig struct {
 	// Engine.LineSize, one cache serves all columns. The columns' extents
 	// must start at multiples of it.
 	ScanLineSize int
+	// ScanQueuePairs is the number of queue pairs of the scanned columns'
+	// cache, when it is a cache of its own. Default: Engine.QueuePairs.
+	ScanQueuePairs int
 	// MatchBatch is how many matching rows of Q1–Q5 a warp notes before
 	// it reads their amounts together (1 to 32): the reads of a batch are
 	// in flight at once, while a row read as soon as it matched stalled
@@ -96,7 +99,8 @@ func OpenGPU(t *Table, cfg GPUConfig) (_ *GPU, err error) {
 	if cfg.ScanLineSize != cfg.Engine.LineSize {
 		// Sized like the default cache (Engine.CacheBytes, or the
 		// engine's default when that is 0).
-		cfg.Engine.MoreCaches = append(slices.Clip(cfg.Engine.MoreCaches), gpuengine.CacheConfig{LineSize: cfg.ScanLineSize, CacheBytes: cfg.Engine.CacheBytes})
+		cfg.Engine.MoreCaches = append(slices.Clip(cfg.Engine.MoreCaches), gpuengine.CacheConfig{LineSize: cfg.ScanLineSize, CacheBytes: cfg.Engine.CacheBytes,
+			QueuePairs: cfg.ScanQueuePairs})
 	}
 	if cfg.MatchBatch == 0 {
 		cfg.MatchBatch = DefaultMatchBatch
