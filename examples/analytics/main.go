@@ -197,18 +197,18 @@ type gpuFlags struct {
 }
 
 func (f *gpuFlags) register(fs *flag.FlagSet) {
-	// 1 KiB for the columns Q1–Q5 read at matching rows only: a 0.03 %
-	// query reads 7.4 % of their lines (3.8 % with 512-byte lines; I/O
-	// amplification 1.37 against 1.19 on Q5, within the 1.6 goal), and
-	// since the scanned columns have their own cache of larger lines
-	// (--scan-line), the line size of these costs the scan nothing
-	// (bench/results A1).
-	fs.IntVar(&f.line, "gpu-line", 1024, "GPU cache line size (a one-namespace store allows lines below the store's)")
+	// 512 bytes for the columns Q1–Q5 read at matching rows only: a
+	// 0.03 % query reads 3.8 % of their lines (7.4 % with 1 KiB lines;
+	// I/O amplification 1.19 against 1.37 on Q5), and the scanned columns
+	// have their own cache of larger lines (--scan-line). With the queue
+	// pairs split as package taxi's defaults, Q1 took 0.066 s with
+	// 512-byte lines against 0.081 s with 1 KiB (bench/results A1).
+	fs.IntVar(&f.line, "gpu-line", 512, "GPU cache line size (a one-namespace store allows lines below the store's)")
 	fs.IntVar(&f.scanLine, "scan-line", 0, "line size of the cache of the columns queries read whole (0: the store's line size; equal to --gpu-line: one cache)")
 	fs.StringVar(&f.cache, "gpu-cache", "8GiB", "GPU cache size (each cache)")
 	fs.IntVar(&f.matchBatch, "match-batch", taxi.DefaultMatchBatch, "matching rows of Q1–Q5 a warp notes before reading their amounts together (1 to 32)")
-	fs.IntVar(&f.queues, "queues", 0, "NVMe queue pairs of the GPU engine (0: engine default)")
-	fs.IntVar(&f.scanQueues, "scan-queues", 0, "NVMe queue pairs of the scanned columns' cache, when it is one of its own (0: as --queues)")
+	fs.IntVar(&f.queues, "queues", 0, "NVMe queue pairs of the GPU engine's default cache, the amounts' when the scanned columns have their own (0: package taxi's or the engine's default)")
+	fs.IntVar(&f.scanQueues, "scan-queues", 0, "NVMe queue pairs of the scanned columns' cache, when it is one of its own (0: package taxi's default)")
 	fs.IntVar(&f.depth, "depth", 0, "queue depth (0: engine default)")
 	fs.IntVar(&f.targetWorkers, "target-workers", 0, "host threads serving the queues (0: engine default)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound of every device wait (0: engine default)")
@@ -486,7 +486,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	var gf gpuFlags
 	// A new benchmark store gets 16 KiB lines: the GPU engine scans
 	// whole columns through a cache of the store's line size (--scan-line)
-	// and reads the amounts at matching rows through 1 KiB lines
+	// and reads the amounts at matching rows through 512-byte lines
 	// (--gpu-line), so larger store lines cost those reads nothing. Q1
 	// took 0.087 s with 16 KiB lines against 0.11-0.14 s with 4 KiB
 	// (bench/results/logs/a1-line-sweeps-H200-20261123.txt). The CPU

@@ -45,18 +45,33 @@ type GPUConfig struct {
 	// must start at multiples of it.
 	ScanLineSize int
 	// ScanQueuePairs is the number of queue pairs of the scanned columns'
-	// cache, when it is a cache of its own. Default: Engine.QueuePairs.
+	// cache, when it is a cache of its own. Default DefaultScanQueuePairs;
+	// Engine.QueuePairs, the amounts' cache's, then defaults to
+	// DefaultAmountQueuePairs.
 	ScanQueuePairs int
 	// MatchBatch is how many matching rows of Q1–Q5 a warp notes before
 	// it reads their amounts together (1 to 32): the reads of a batch are
 	// in flight at once, while a row read as soon as it matched stalled
 	// its warp for one storage round trip per amount column. The rows
 	// left when a warp ends are read then. Default DefaultMatchBatch.
+	// On A1, batches of 1 to 32 measured alike: the lanes share out the
+	// rows' amount columns, so even one row's k columns are read at once.
 	MatchBatch int
 }
 
-// DefaultMatchBatch is GPUConfig.MatchBatch's default.
-const DefaultMatchBatch = 32
+// Defaults of GPUConfig. The queue pairs apply when the scanned columns
+// have a cache of their own: the scan ran fastest with few queue pairs of
+// large lines, the scattered reads of the amounts with many. Measured on
+// A1's 500 M rows (H200 host, 16 KiB scan lines, 512-byte amount lines),
+// 32 scan and 128 amount queue pairs took Q0 0.050 s, Q1 0.066 s and Q5
+// 0.099 s; 16 and 128 took 0.047, 0.070 and 0.095 s; 64 or 256 amount
+// queue pairs were slower on Q5 (0.101–0.120 s), and so was the engine's
+// default of 64 for both caches (Q5 0.135 s with 1 KiB amount lines).
+const (
+	DefaultMatchBatch       = 32
+	DefaultScanQueuePairs   = 32
+	DefaultAmountQueuePairs = 128
+)
 
 // Scanned reports whether some query reads column c whole (see
 // GPUConfig.ScanLineSize).
@@ -97,6 +112,12 @@ func OpenGPU(t *Table, cfg GPUConfig) (_ *GPU, err error) {
 		cfg.ScanLineSize = info.LineSize
 	}
 	if cfg.ScanLineSize != cfg.Engine.LineSize {
+		if cfg.Engine.QueuePairs == 0 {
+			cfg.Engine.QueuePairs = DefaultAmountQueuePairs
+		}
+		if cfg.ScanQueuePairs == 0 {
+			cfg.ScanQueuePairs = DefaultScanQueuePairs
+		}
 		// Sized like the default cache (Engine.CacheBytes, or the
 		// engine's default when that is 0).
 		cfg.Engine.MoreCaches = append(slices.Clip(cfg.Engine.MoreCaches), gpuengine.CacheConfig{LineSize: cfg.ScanLineSize, CacheBytes: cfg.Engine.CacheBytes,
