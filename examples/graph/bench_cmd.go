@@ -21,10 +21,11 @@ func cmdBench(ctx context.Context, args []string) error {
 	out := fs.String("out", "bench/results", "directory for the result JSON")
 	jsonOut := fs.Bool("json", false, "print the result JSON")
 	gpuLine := fs.Int("gpu-line", 0, "GPU cache line size for the edges (default: the store's; other sizes need a one-namespace store)")
+	queues := fs.Int("queues", 0, "NVMe queue pairs of the GPU engine (default: the engine's)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	o := graph.G1Options{Store: *store, Scale: *scale, Runs: *runs, Sources: *sources, GPULine: *gpuLine, Progress: newProgress(), Log: stderr}
+	o := graph.G1Options{Store: *store, Scale: *scale, Runs: *runs, Sources: *sources, GPULine: *gpuLine, QueuePairs: *queues, Progress: newProgress(), Log: stderr}
 	for _, k := range strings.Split(*kinds, ",") {
 		o.Kinds = append(o.Kinds, graph.Kind(strings.TrimSpace(k)))
 	}

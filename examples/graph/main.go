@@ -6,8 +6,8 @@
 //
 //	go run ./examples/graph gen    STORE NAME [--kind kron|urand] [--scale 20] [--edge-factor 16] [--seed 1] [--directed]
 //	go run ./examples/graph import STORE NAME FILE --format snap|mtx|bel|raw32|raw64 [--symmetrize]
-//	go run ./examples/graph bfs    STORE NAME [--source V] [--engine auto|cpu|gpu] [--cache SIZE] [--validate] [--out DIR]
-//	go run ./examples/graph cc     STORE NAME [--engine auto|cpu|gpu] [--cache SIZE] [--validate] [--out DIR]
+//	go run ./examples/graph bfs    STORE NAME [--source V] [--engine auto|cpu|gpu] [--cache SIZE] [--gpu-line N] [--queues N] [--validate] [--out DIR]
+//	go run ./examples/graph cc     STORE NAME [--engine auto|cpu|gpu] [--cache SIZE] [--gpu-line N] [--queues N] [--validate] [--out DIR]
 //	go run ./examples/graph bench  [--store DIR] [--scale 25] [--kinds kron,urand] [--cache-fractions 0.125,0.25,0.5]
 //	go run ./examples/graph demo   [--dir DIR] [--scale 20]
 //

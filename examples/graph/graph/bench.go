@@ -24,9 +24,12 @@ type G1Options struct {
 	// GPULine is the GPU cache line size for the edges on storage (0: the
 	// store's). New bench stores get 512-byte LBAs so that any line from
 	// 512 bytes works.
-	GPULine  int
-	Progress Progress
-	Log      io.Writer // progress lines (nil: none)
+	GPULine int
+	// QueuePairs is the GPU engine's number of queue pairs (0: the
+	// engine's default).
+	QueuePairs int
+	Progress   Progress
+	Log        io.Writer // progress lines (nil: none)
 }
 
 // RunG1 runs benchmark G1: BFS and CC with the edges on storage behind a
@@ -81,6 +84,9 @@ func RunG1(ctx context.Context, o G1Options) (*bench.Result, error) {
 	}
 	defer s.Close()
 	res.Params["gpu_line_size"] = s.LineSize()
+	if o.QueuePairs != 0 {
+		res.Params["gpu_queue_pairs"] = o.QueuePairs
+	}
 	if o.GPULine != 0 {
 		res.Params["gpu_line_size"] = o.GPULine
 	}
@@ -260,7 +266,7 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 	var load time.Duration
 	for _, p := range []Placement{InDevice, ZeroCopy} {
 		o.logf("%s: GPU, edges in %s memory", name, p)
-		r, err := OpenGPU[V](ctx, o.Store, s, name, p, GPUOptions{LineSize: o.GPULine})
+		r, err := OpenGPU[V](ctx, o.Store, s, name, p, GPUOptions{LineSize: o.GPULine, QueuePairs: o.QueuePairs})
 		if err != nil {
 			return err
 		}
@@ -280,7 +286,7 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 	for _, f := range o.CacheFractions {
 		cache := uint64(f * float64(g.EdgeBytes()))
 		o.logf("%s: GPU, edges on storage, cache %.3f of the edges (%d bytes)", name, f, cache)
-		r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, GPUOptions{CacheBytes: cache, LineSize: o.GPULine})
+		r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, GPUOptions{CacheBytes: cache, LineSize: o.GPULine, QueuePairs: o.QueuePairs})
 		if err != nil {
 			return err
 		}
