@@ -179,31 +179,6 @@ __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::
 	if (g.is_leader()) cache::finish_fill(d, h);
 }
 
-// group_acquire has the leader of group g take g.count references on line
-// (element index's) for the group, filling it on a miss, and the group copy
-// a fill left pending (group_fill). Where the protocol would wait for
-// another thread to change the line, the leader returns with nothing held
-// (cache::acquire_deferred with may_retry) and the group asks again after a
-// pause: no thread of the group waits inside the protocol while its group
-// or another branch of its warp might still owe a fill's copy. Only the
-// group's lanes synchronise, each round; the first round's deadline bounds
-// them all. Every lane gets the leader's handle fields it needs (way, ok)
-// through broadcasts by the caller.
-__device__ __forceinline__ cache::handle group_acquire(const array_desc &d, const coalesce::group &g, u64 line, u64 index) {
-	cache::handle h{0, false, 0, 0, 0, 0};
-	u64 deadline = 0;
-	detail::backoff b;
-	for (bool resumed = false;; resumed = true) {
-		if (g.is_leader()) {
-			if (!resumed) deadline = detail::globaltimer() + d.timeout_ns;
-			h = cache::acquire_deferred(d, cache::locate(d, line), g.count, index, deadline, true, resumed);
-		}
-		group_fill(d, g, h);
-		if (!g.broadcast(h.retry)) return h;
-		b.pause();
-	}
-}
-
 // hit_fields are the fields of the hit path: the part of a bam::array<T>
 // kernel argument after the descriptor's address (layout::engine::ArrayArg*,
 // filled by the host from the descriptor), so a kernel reads them from its
@@ -279,7 +254,9 @@ __device__ __forceinline__ void settle_probe(const hit_fields &f, const coalesce
 // path keeps few registers.
 __device__ __noinline__ slot acquire_slow(const array_desc &d, coalesce::group g, u64 line, u64 index, slot s) {
 	if (s.ok) return s;
-	const cache::handle h = group_acquire(d, g, line, index);
+	cache::handle h{0, false, 0, 0, 0};
+	if (g.is_leader()) h = cache::acquire_deferred(d, cache::locate(d, line), g.count, index);
+	group_fill(d, g, h);
 	return slot{g.broadcast(h.way), g.broadcast(static_cast<u32>(h.ok))};
 }
 
@@ -362,7 +339,9 @@ class array {
 		// Lanes of other calls of read_slow (other arrays of T) may run
 		// converged with these: group by array and line.
 		const coalesce::group g = coalesce::by(__activemask(), reinterpret_cast<u64>(desc), line);
-		const cache::handle h = group_acquire(d, g, line, i);
+		cache::handle h{0, false, 0, 0, 0};
+		if (g.is_leader()) h = cache::acquire_deferred(d, cache::locate(d, line), g.count, i);
+		group_fill(d, g, h);
 		const u64 way = g.broadcast(h.way);
 		const u32 ok = g.broadcast(static_cast<u32>(h.ok));
 		T v{};

@@ -171,10 +171,6 @@ struct handle {
 	u64 staging;  // device-mapped staging slot, 0 when nothing is pending
 	u64 queue;    // const queue_desc *
 	u64 ticket;
-	// retry: acquire_deferred returned instead of waiting for another
-	// thread (a fill, an eviction or a write-back of this line); nothing is
-	// held and the caller asks again (see acquire_deferred).
-	u32 retry;
 };
 
 __device__ __forceinline__ void fail(const array_desc &d, u32 code, u32 status, u64 index, const where &w) {
@@ -214,31 +210,21 @@ __device__ __forceinline__ void gen_publish(u32 *gen) { detail::st_relaxed_gpu(g
 
 // acquire takes n references on the line at w for a group of requests; the
 // line is filled first on a miss. index names the element for errors. On
-// failure the error is recorded in the descriptor's error record. Every
-// wait ends by deadline.
-//
-// With may_retry, the waits for another thread to change this line (a fill
-// in flight, an eviction or write-back of it) are not made here: the call
-// returns with h.retry set and nothing held, and the caller asks again
-// (resumed set) once the lanes it leads have done what they owed, such as
-// copying a fill their leader left pending. A thread spinning here could
-// otherwise keep lanes of its own warp, in another branch, from finishing
-// the very fill it waits for, unless the scheduler interleaves the
-// branches (it does on the hardware; compute-sanitizer's tools need not).
-__device__ __forceinline__ handle acquire_impl(const array_desc &d, const where &w, u32 n, u64 index, u64 deadline,
-                                               bool may_retry, bool resumed) {
+// failure the error is recorded in the descriptor's error record.
+__device__ __forceinline__ handle acquire_impl(const array_desc &d, const where &w, u32 n, u64 index) {
 	const u64 K = d.ways;
 	const u64 set = set_of(w.tag, d.sets);
 	const u64 base = set * K;
+	const u64 start = detail::globaltimer();
+	const u64 deadline = start + d.timeout_ns;
 	detail::backoff b;
-	handle h{0, false, 0, 0, 0, 0};
+	handle h{0, false, 0, 0, 0};
 	for (u32 round = 0;; round++) {
-		const bool later = round > 0 || resumed;
-		if (later && detail::globaltimer() > deadline) {
+		if (round > 0 && detail::globaltimer() > deadline) {
 			fail(d, L::ErrCodeTimeout, status_timeout, index, w);
 			return h;
 		}
-		if (later && detail::failed(d)) return h;  // another thread failed: unwind fast
+		if (round > 0 && detail::failed(d)) return h;  // another thread failed: unwind fast
 		// 1. scan
 		u64 g = find_way(tag_at(d, 0), base, K, w.tag);
 		bool miss = g == ~0ull;
@@ -259,22 +245,12 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 			}
 			if (old & state_valid) {  // 4. being evicted or written back
 				atomicSub(state_at(d, g), n);
-				if (may_retry) {
-					h.retry = 1;
-					return h;
-				}
 				b.pause();
 				continue;
 			}
 			if (!(old & state_busy)) {  // 5. a failed fill's leftover
 				atomicSub(state_at(d, g), n);
 				miss = true;
-			} else if (may_retry) {
-				// 6. being filled, by a thread that may need lanes of this
-				// warp to finish: ask again later.
-				atomicSub(state_at(d, g), n);
-				h.retry = 1;
-				return h;
 			} else {
 				// 6. being filled: keep the references, wait for BUSY to clear
 				u32 s;
@@ -333,10 +309,6 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		}
 		if (again) {
 			drop_lock(lock);
-			if (may_retry) {
-				h.retry = 1;
-				return h;
-			}
 			b.pause();
 			continue;
 		}
@@ -509,20 +481,15 @@ __device__ __forceinline__ void complete(const array_desc &d, handle &h) {
 }
 
 // acquire_deferred is acquire that may return with a fill pending
-// (h.staging != 0: see complete and bam::array's group copy) and, with
-// may_retry, with h.retry set instead of waiting on another thread
-// (acquire_impl). resumed says this asks again for the same request, whose
-// deadline stays the first call's.
-__device__ __noinline__ handle acquire_deferred(const array_desc &d, const where &w, u32 n, u64 index, u64 deadline,
-                                                bool may_retry, bool resumed) {
-	return acquire_impl(d, w, n, index, deadline, may_retry, resumed);
+// (h.staging != 0): see complete and bam::array's group copy.
+__device__ __noinline__ handle acquire_deferred(const array_desc &d, const where &w, u32 n, u64 index) {
+	return acquire_impl(d, w, n, index);
 }
 
 // acquire takes n references on the line at w, filling it on a miss; the
-// line is resident when it returns ok. It waits for other threads in
-// place: for a thread that leads no lanes but its own.
+// line is resident when it returns ok.
 __device__ __forceinline__ handle acquire(const array_desc &d, const where &w, u32 n, u64 index) {
-	handle h = acquire_deferred(d, w, n, index, detail::globaltimer() + d.timeout_ns, false, false);
+	handle h = acquire_deferred(d, w, n, index);
 	complete(d, h);
 	return h;
 }
