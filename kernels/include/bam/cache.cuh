@@ -102,10 +102,14 @@ __device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 ta
 	return ~0ull;
 }
 
-// pick_queue spreads warps over the queue pairs.
+// pick_queue spreads the submitting threads over the queue pairs, by
+// thread rather than by warp: the leaders of one warp's groups may run in
+// divergent branches, and a queue submits its commands in ticket order, so
+// a leader waiting for its completion could otherwise wait on a command
+// that a leader of another branch of its own warp has reserved but not yet
+// written.
 __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
-	const u64 warp = global_thread_id() >> 5;
-	return reinterpret_cast<const queue_desc *>(d.queues)[warp % d.nqueues];
+	return reinterpret_cast<const queue_desc *>(d.queues)[global_thread_id() % d.nqueues];
 }
 
 // offload hands a staging copy of one line to d's fill copier
