@@ -102,19 +102,10 @@ __device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 ta
 	return ~0ull;
 }
 
-// pick_queue spreads the submitting threads over the queue pairs: queue
-// (warp + lane * stride) mod the queue count, stride = max(1, queues / 32).
-// A warp whose lane 0 leads picks as by warp alone; lanes of one warp take
-// queues stride apart, all different when there are 32 queues or more. A
-// queue submits its commands in ticket order, and the leaders of one warp's
-// groups may run in divergent branches: with a queue per warp, a leader
-// waiting for its completion could wait on a command that a leader in
-// another branch of its own warp had reserved but not yet written
-// (TestGPUDivergentArrays; bench/results/logs/divergent-native-*).
+// pick_queue spreads warps over the queue pairs.
 __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
-	const u64 t = global_thread_id();
-	const u64 stride = d.nqueues >= 64 ? d.nqueues / 32 : 1;
-	return reinterpret_cast<const queue_desc *>(d.queues)[((t >> 5) + (t & 31) * stride) % d.nqueues];
+	const u64 warp = global_thread_id() >> 5;
+	return reinterpret_cast<const queue_desc *>(d.queues)[warp % d.nqueues];
 }
 
 // offload hands a staging copy of one line to d's fill copier
