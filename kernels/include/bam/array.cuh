@@ -398,6 +398,14 @@ __device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 inde
 // destructor run) before the kernel ends; all lanes of a warp that use
 // array_refs should call operator[] and release() together for the
 // grouping to pay.
+//
+// Known issue: a warp whose lanes read array_refs of two arrays in
+// divergent branches, through a cache small enough to evict, has timed out
+// intermittently on the H200 (TestGPUDivergentArrays in package gpu: 2 of
+// 9 runs, and every run so far under compute-sanitizer). The cause is not
+// yet found (bench/results/logs/divergent-native-*). Kernels that read
+// several arrays from converged lanes, as the examples do, are not
+// affected.
 template <typename T>
 class array_ref {
 	const array_desc *desc_;
