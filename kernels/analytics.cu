@@ -78,12 +78,14 @@ __device__ __forceinline__ double read_amounts(const Col &a0, const Col &a1, con
 // the count, their distance to out[0] and the sum of their first k amount
 // columns (NULL = NaN adds 0) to out[1].
 //
-// A warp does not read a matching row's amounts at once: it notes the row
-// (in shared memory) and reads the amounts of batch noted rows together
-// (read_amounts), and those of the rows left at its end. Read at once,
-// each match stalled its warp for k storage round trips in turn; batched,
-// a warp waits k*batch/32 rounds for batch rows. batch = 1 reads each
-// match's amounts as soon as the warp finds it.
+// A warp notes its matching rows (in shared memory) and reads the amounts
+// of batch noted rows together (read_amounts), and those of the rows left
+// at its end; batch = 1 reads a row's amounts as soon as the warp finds it.
+// Either way the (row, column) reads of one round, up to 32, are in flight
+// together, where the lane of a matching row used to read its k columns one
+// after another. (On A1, batches of 1 to 32 measured alike.) The amounts
+// are summed per (row, column) read, not per row: the same sum up to
+// floating-point rounding.
 template <typename Col>
 __device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 k, float D, u64 n, u32 batch,
                           double *out, u64 *count) {
