@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 	"unsafe"
@@ -124,6 +125,17 @@ func timeLoop(d time.Duration, per int, f func() error) (float64, error) {
 	return float64(calls*per) / time.Since(start).Seconds(), nil
 }
 
+// median returns the median of v (the mean of the middle two for an even
+// count); v is reordered.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	m := len(v) / 2
+	if len(v)%2 == 0 {
+		return (v[m-1] + v[m]) / 2
+	}
+	return v[m]
+}
+
 func check(idx, got []uint64, what string) error {
 	for k, i := range idx {
 		if got[k] != val(i) {
@@ -154,7 +166,7 @@ func Run(ctx context.Context, p Params) (*bench.Result, error) {
 
 // allHit: random Gather over an array of AllHitBytes in a cache twice its
 // size, every line resident, against the same gather from a plain slice of
-// the same values. Both run on one goroutine.
+// the same values. Both run on one goroutine, in interleaved rounds.
 func allHit(ctx context.Context, p Params, r *bench.Result) error {
 	n := uint64(p.AllHitBytes / 8)
 	s, a, err := memStore(ctx, p, n, bam.Options{CacheBytes: 2 * p.AllHitBytes, Workers: 1}, nil)
@@ -182,40 +194,54 @@ func allHit(ctx context.Context, p Params, r *bench.Result) error {
 	if err := check(idxs[0], dst, "all-hit gather"); err != nil {
 		return err
 	}
-	before := a.Stats()
+	// The same slice as Go hands it out (no huge-page advice): what a
+	// program that keeps its data in a slice gets by default.
+	def := make([]uint64, n)
+	copy(def, plain)
+	var sink uint64
 	k := 0
-	ours, err := timeLoop(p.Duration, p.Batch, func() error {
-		k++
-		return a.Gather(ctx, idxs[k%sets], dst)
-	})
-	if err != nil {
-		return err
+	gatherFrom := func(src []uint64) func() error {
+		return func() error {
+			k++
+			for j, i := range idxs[k%sets] {
+				dst[j] = src[i]
+			}
+			sink += dst[0]
+			return nil
+		}
+	}
+	loops := []func() error{
+		func() error {
+			k++
+			return a.Gather(ctx, idxs[k%sets], dst)
+		},
+		gatherFrom(plain),
+		gatherFrom(def),
+	}
+	// The three loops take turns, a slice of the measuring time each per
+	// round, and each figure is the median of its rounds: a slow spell of
+	// the host then falls on all three, not on one of them.
+	const rounds = 5
+	rates := make([][]float64, len(loops))
+	ratios := make([]float64, 0, rounds)
+	before := a.Stats()
+	for range rounds {
+		for l, f := range loops {
+			rate, err := timeLoop(p.Duration/rounds, p.Batch, f)
+			if err != nil {
+				return err
+			}
+			rates[l] = append(rates[l], rate)
+		}
+		ratios = append(ratios, rates[0][len(rates[0])-1]/rates[1][len(rates[1])-1])
 	}
 	after := a.Stats()
 	if miss := after.Misses - before.Misses; miss != 0 {
 		return fmt.Errorf("arraybench: all-hit gather missed %d times", miss)
 	}
-	var sink uint64
-	base, _ := timeLoop(p.Duration, p.Batch, func() error {
-		k++
-		for j, i := range idxs[k%sets] {
-			dst[j] = plain[i]
-		}
-		sink += dst[0]
-		return nil
-	})
-	// The same slice as Go hands it out (no huge-page advice): what a
-	// program that keeps its data in a slice gets by default.
-	def := make([]uint64, n)
-	copy(def, plain)
-	baseDefault, _ := timeLoop(p.Duration, p.Batch, func() error {
-		k++
-		for j, i := range idxs[k%sets] {
-			dst[j] = def[i]
-		}
-		sink += dst[0]
-		return nil
-	})
+	ours, base, baseDefault := median(rates[0]), median(rates[1]), median(rates[2])
+	r.Params["all_hit_rounds"] = rounds
+	r.Params["all_hit_round_ratios"] = ratios
 	_ = sink
 	r.Params["all_hit_array_bytes"] = n * 8
 	r.Params["all_hit_pages"] = "the cache's line data and the goal's baseline slice are both advised to use transparent huge pages"
