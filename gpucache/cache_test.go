@@ -194,26 +194,41 @@ func TestWritesSurviveEviction(t *testing.T) {
 }
 
 // TestBusySetIsNotTooSmall has goroutines take turns on a one-way cache,
-// each holding its line longer than a waiter's FullSetTimeout shares: the
-// set is full whenever a waiter looks, but its way keeps changing hands,
-// so no Acquire may fail with ErrCacheTooSmall.
+// each holding its line for a tenth of a waiter's FullSetTimeout: the set
+// is full whenever a waiter looks, and the last of them waits far longer
+// than FullSetTimeout in all, but the way keeps changing hands, so no
+// Acquire may fail with ErrCacheTooSmall. (A hold that a loaded host
+// stretches past FullSetTimeout would be a legitimate failure, hence the
+// tenfold margin.)
 func TestBusySetIsNotTooSmall(t *testing.T) {
-	c, _ := newTestCache(t, Config{Sets: 1, Ways: 1, FullSetTimeout: 30 * time.Millisecond})
+	const (
+		timeout = 100 * time.Millisecond
+		hold    = timeout / 10
+	)
+	c, _ := newTestCache(t, Config{Sets: 1, Ways: 1, FullSetTimeout: timeout})
 	ctx := context.Background()
-	const workers, turns = 6, 4
-	var wg sync.WaitGroup
+	const workers, turns = 16, 3
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		longest time.Duration
+	)
 	errs := make(chan error, workers*turns)
 	for w := range uint64(workers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range uint64(turns) {
+				start := time.Now()
 				h, err := c.Acquire(ctx, w*turns+k, 1)
 				if err != nil {
 					errs <- err
 					return
 				}
-				time.Sleep(10 * time.Millisecond)
+				mu.Lock()
+				longest = max(longest, time.Since(start))
+				mu.Unlock()
+				time.Sleep(hold)
 				h.Release()
 			}
 		}()
@@ -222,6 +237,10 @@ func TestBusySetIsNotTooSmall(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Errorf("Acquire: %v", err)
+	}
+	// The first round alone makes its last waiter wait workers-1 holds.
+	if longest <= timeout {
+		t.Errorf("the longest wait was %v, not over FullSetTimeout %v: the test did not make a waiter outlast it", longest, timeout)
 	}
 }
 
