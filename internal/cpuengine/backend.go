@@ -117,9 +117,10 @@ func (b *backend) WriteLine(ctx context.Context, tag uint64, src []byte) error {
 	ns, nsLine := split(tag)
 	o := b.e.reg.lookup(ns, nsLine)
 	if b.tier != nil {
-		// The tier holds clean copies only; drop the stale one first. Del
-		// is ordered after any Set still buffered in the tier.
+		// The tier holds clean copies only; drop the stale one first,
+		// and any buffered Set of it with it.
 		b.tier.del(tag)
+		b.tier.sync()
 	}
 	type addr struct {
 		ns  int

@@ -299,6 +299,9 @@ func (e *Engine) Evict(ctx context.Context, o *engine.Object) error {
 			e.be.tier.del(tag)
 		}
 	}
+	if e.be.tier != nil {
+		e.be.tier.sync()
+	}
 	e.reg.remove(o.ID)
 	return nil
 }
