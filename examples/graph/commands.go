@@ -184,9 +184,9 @@ func formatOf(path string) graph.Format {
 
 // algoFlags are the flags of bfs and cc.
 type algoFlags struct {
-	engine, cache, out         string
-	validate, jsonOut          bool
-	workers, gpuLine, gpuQueue int
+	engine, cache, out          string
+	validate, jsonOut           bool
+	workers, gpuLine, gpuQueues int
 }
 
 func (a *algoFlags) register(fs *flag.FlagSet) {
@@ -197,7 +197,7 @@ func (a *algoFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.jsonOut, "json", false, "print the summary as JSON")
 	fs.IntVar(&a.workers, "workers", 0, "CPU goroutines (default GOMAXPROCS)")
 	fs.IntVar(&a.gpuLine, "gpu-line", 0, "GPU cache line size for the edges (default: the store's; other sizes need a one-namespace store)")
-	fs.IntVar(&a.gpuQueue, "queues", 0, "NVMe queue pairs of the GPU engine (default: the engine's)")
+	fs.IntVar(&a.gpuQueues, "queues", 0, "NVMe queue pairs of the GPU engine (default: the engine's)")
 }
 
 func runAlgo(ctx context.Context, algo string, args []string) error {
@@ -220,7 +220,7 @@ func runAlgo(ctx context.Context, algo string, args []string) error {
 	}
 	defer s.Close()
 	o := graph.RunOptions{Engine: a.engine, Dir: pos[0], Source: *source, Seed: *seed, Validate: a.validate,
-		Workers: a.workers, OutDir: a.out, GPU: graph.GPUOptions{CacheBytes: uint64(cache), LineSize: a.gpuLine, QueuePairs: a.gpuQueue}}
+		Workers: a.workers, OutDir: a.out, GPU: graph.GPUOptions{CacheBytes: uint64(cache), LineSize: a.gpuLine, QueuePairs: a.gpuQueues}}
 	var sum *graph.Summary
 	if algo == "bfs" {
 		sum, err = graph.RunBFS(ctx, s, pos[1], o)

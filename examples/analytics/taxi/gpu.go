@@ -50,10 +50,9 @@ type GPUConfig struct {
 	// DefaultAmountQueuePairs.
 	ScanQueuePairs int
 	// MatchBatch is how many matching rows of Q1–Q5 a warp notes before
-	// it reads their amounts together (1 to 32): the reads of a batch are
-	// in flight at once, while a row read as soon as it matched stalled
-	// its warp for one storage round trip per amount column. The rows
-	// left when a warp ends are read then. Default DefaultMatchBatch.
+	// it reads their amounts (1 to 32); the warp's lanes share out the
+	// (row, column) reads of a batch, so they are in flight at once. The
+	// rows left when a warp ends are read then. Default DefaultMatchBatch.
 	// On A1, batches of 1 to 32 measured alike: the lanes share out the
 	// rows' amount columns, so even one row's k columns are read at once.
 	MatchBatch int
