@@ -12,6 +12,7 @@ import (
 	"github.com/bam-go/bam"
 	"github.com/bam-go/bam/array"
 	"github.com/bam-go/bam/gpu"
+	"github.com/bam-go/bam/gpucache"
 	"github.com/bam-go/bam/internal/cuda"
 	"github.com/bam-go/bam/internal/cuda/cudatest"
 )
@@ -140,6 +141,141 @@ func TestGPUUserKernel(t *testing.T) {
 	}
 }
 
+// setSrc asks the device library which set holds each tag.
+const setSrc = `
+#include "bam/cache.cuh"
+typedef unsigned long long u64;
+extern "C" __global__ void sets_of(const u64 *tags, u64 n, u64 sets, u64 *out) {
+	for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+		out[i] = bam::cache::set_of(tags[i], sets);
+}
+`
+
+// TestGPUSetIndexMatchesHost checks that the device places tags in the
+// sets gpucache.SetIndex names, for power-of-two set counts and others.
+func TestGPUSetIndexMatchesHost(t *testing.T) {
+	ctx, s := gpuStore(t)
+	m, err := gpu.Compile(s, "sets.cu", setSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const n = 4096
+	tags := make([]uint64, n)
+	raw := make([]byte, 8*n)
+	for i := range tags {
+		line := uint64(i) * 7919
+		if i%4 == 3 {
+			line = uint64(i) << 20 // lines far apart
+		}
+		tags[i], err = gpucache.MakeTag(uint8(i%5), line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.LittleEndian.PutUint64(raw[8*i:], tags[i])
+	}
+	in, err := gpu.NewBuffer(s, len(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Free()
+	if err := in.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	out, err := gpu.NewBuffer(s, len(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	for _, sets := range []uint32{1, 3, 32, 100, 4096} {
+		if err := m.Launch(ctx, "sets_of", gpu.Grid(n, 256), in, uint64(n), uint64(sets), out); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(raw))
+		if err := out.Read(got); err != nil {
+			t.Fatal(err)
+		}
+		for i, tag := range tags {
+			if d, h := binary.LittleEndian.Uint64(got[8*i:]), uint64(gpucache.SetIndex(tag, sets)); d != h {
+				t.Fatalf("%d sets, tag %#x: device set %d, host set %d", sets, tag, d, h)
+			}
+		}
+	}
+}
+
+// holdSrc has every thread of a block hold its own line until the whole
+// block has read.
+const holdSrc = `
+#include "bam/array.cuh"
+typedef unsigned long long u64;
+extern "C" __global__ void hold_lines(bam::array<unsigned> a, u64 *out) {
+	bam::array_ref<unsigned> r(a);
+	const unsigned v = r[(u64)threadIdx.x * a.elems_per_line()];
+	__syncthreads();
+	r.release();
+	atomicAdd(out, (u64)v);
+}
+`
+
+// TestGPUHeldLinesOutnumberWays checks that a kernel holding more lines at
+// once than the cache has ways fails with ErrCacheTooSmall within the
+// engine's bound, rather than hanging or reporting storage as slow, and
+// that the store serves the next launch.
+func TestGPUHeldLinesOutnumberWays(t *testing.T) {
+	ctx, s := gpuStore(t)
+	const lines, perLine = 512, 1024 // 4 KiB lines of uint32; the 1 MiB cache has 256 ways
+	vals := make([]uint32, lines*perLine)
+	for i := range vals {
+		vals[i] = uint32(i % 977)
+	}
+	a, err := array.Create[uint32](ctx, s, "held", uint64(len(vals)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteRange(ctx, 0, vals); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.Compile(s, "hold.cu", holdSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := gpu.NewBuffer(s, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	launch := func(threads uint32) (uint64, error) {
+		if err := out.Write(make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		err := m.Launch(ctx, "hold_lines", gpu.Dims{Grid: 1, Block: threads}, a, out)
+		b := make([]byte, 8)
+		if rerr := out.Read(b); rerr != nil {
+			t.Fatal(rerr)
+		}
+		return binary.LittleEndian.Uint64(b), err
+	}
+	start := time.Now()
+	_, err = launch(lines)
+	if !errors.Is(err, gpu.ErrCacheTooSmall) {
+		t.Fatalf("%d threads each holding a line of a cache of 256 ways: %v, want ErrCacheTooSmall", lines, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("ErrCacheTooSmall after %v", d)
+	}
+	// A quarter as many lines fit (at most 6 of a set's 8 ways): the same
+	// kernel then reads every one.
+	var quarter uint64
+	for i := range lines / 4 {
+		quarter += uint64(vals[i*perLine])
+	}
+	got, err := launch(lines / 4)
+	if err != nil || got != quarter {
+		t.Fatalf("after the failed launch, %d threads: sum %d, %v; want %d", lines/4, got, err, quarter)
+	}
+}
+
 // divergentSrc reads and writes several arrays of one element type from
 // divergent lanes, so that lanes of different arrays reach the shared
 // out-of-line parts of the protocol at the same time and may run there
@@ -265,7 +401,11 @@ func TestGPUDivergentArrays(t *testing.T) {
 		}
 	}
 	// 16 warps, each holding at most two lines of each array: 64 of the
-	// cache's 256 ways, so that no set is likely to be all held.
+	// cache's 256 ways. The warps walk runs of 64 lines in step, so their
+	// lines are a multiple of the 32 sets apart; the set mapping spreads
+	// them (under a plain modulo every warp's lines shared one set of 8
+	// ways, and warps holding one line while waiting for another ran out
+	// of ways until the timeout).
 	if got := read("ref_sum", gpu.Dims{Grid: 2, Block: 256}, arrs[0], arrs[1], uint64(n)); got[0] != wantRef {
 		t.Fatalf("ref_sum: %d, want %d", got[0], wantRef)
 	}

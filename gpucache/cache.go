@@ -3,6 +3,7 @@ package gpucache
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -126,6 +127,7 @@ type Cache struct {
 	data    []byte
 	shift   uint   // log2(LineSize)
 	setMask uint64 // Sets-1 when Sets is a power of two, else 0
+	setBits uint   // log2(Sets) when Sets is a power of two
 	errs    []atomic.Pointer[fillError]
 	stats   counters
 }
@@ -158,6 +160,7 @@ func New(cfg Config, backend Backend) (*Cache, error) {
 	hugepages.Advise(c.data)
 	if cfg.Sets&(cfg.Sets-1) == 0 {
 		c.setMask = uint64(cfg.Sets) - 1
+		c.setBits = uint(bits.TrailingZeros32(cfg.Sets))
 	}
 	for c.shift = 0; 1<<c.shift < cfg.LineSize; c.shift++ {
 	}
@@ -239,7 +242,8 @@ func (h Handle) ReleaseDirty() {
 // two (the common geometry).
 func (c *Cache) setOf(tag uint64) uint32 {
 	if c.setMask != 0 {
-		return uint32((tag&TagLineMask + (tag>>TagNamespaceShift)*SetHashMul) & c.setMask)
+		h := setHash(tag)
+		return uint32((h + setSkew(h>>c.setBits)) & c.setMask)
 	}
 	return SetIndex(tag, c.cfg.Sets)
 }

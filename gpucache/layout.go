@@ -81,11 +81,18 @@ const (
 	TagNamespaceBits  = 8
 	TagLineMask       = 1<<TagNamespaceShift - 1
 
-	// SetHashMul spreads namespaces over the sets: the set of a tag is
-	// ((tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul) mod N,
-	// in wrapping 64-bit arithmetic. Consecutive lines of one namespace fall
-	// in consecutive sets.
-	SetHashMul = 0x9E3779B97F4A7C15
+	// SetHashMul and SetSkewShift place tags in sets (SetIndex): with
+	// h = (tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul,
+	// the set of a tag in a cache of N sets is
+	// (h mod N + ((h / N) * SetHashMul >> SetSkewShift) mod N) mod N,
+	// in wrapping 64-bit arithmetic. The multiple of SetHashMul spreads
+	// namespaces; the second term rotates each aligned block of N values of
+	// h by a hash of the block's number. Consecutive lines of a block take
+	// consecutive sets, so a scan uses every set, and lines a multiple of N
+	// apart (the same place in arrays or per-thread runs whose sizes are
+	// multiples of N lines) spread over the sets instead of sharing one.
+	SetHashMul   = 0x9E3779B97F4A7C15
+	SetSkewShift = 32
 
 	// Line size bounds (bytes, powers of two).
 	MinLineSize = 512
@@ -121,11 +128,19 @@ func RegionBytes(sets, ways uint32) uint64 {
 	return WaysOffset(sets, ways) + sectorAlign(uint64(sets)*uint64(ways)*WayStride)
 }
 
-// SetIndex returns the set that holds tag in a cache of sets sets.
+// SetIndex returns the set that holds tag in a cache of sets sets (see
+// SetHashMul for the mapping and why).
 func SetIndex(tag uint64, sets uint32) uint32 {
-	h := tag&TagLineMask + (tag>>TagNamespaceShift)*SetHashMul
-	return uint32(h % uint64(sets))
+	n := uint64(sets)
+	h := setHash(tag)
+	return uint32((h%n + setSkew(h/n)%n) % n)
 }
+
+// setHash is the tag's line with its namespace spread (SetHashMul).
+func setHash(tag uint64) uint64 { return tag&TagLineMask + (tag>>TagNamespaceShift)*SetHashMul }
+
+// setSkew is the rotation of the sets of block b of setHash values.
+func setSkew(b uint64) uint64 { return b * SetHashMul >> SetSkewShift }
 
 // MakeTag builds the tag of line index line of namespace ns. It fails when
 // line does not fit TagLineMask or the result would be TagEmpty.
@@ -175,7 +190,8 @@ func Layout() layout.Group {
 			{Name: "TagEmpty", Value: TagEmpty, Doc: "Reserved tag of an unused tag slot or idle write-back slot."},
 			{Name: "TagNamespaceShift", Value: TagNamespaceShift, Doc: "Bit position of the namespace in a tag; the line index is below it."},
 			{Name: "TagLineMask", Value: TagLineMask, Doc: "Mask of the line index in a tag."},
-			{Name: "SetHashMul", Value: SetHashMul, Doc: "Set of a tag = ((tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul) mod N, wrapping 64-bit arithmetic."},
+			{Name: "SetHashMul", Value: SetHashMul, Doc: "h = (tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul; set = (h mod N + ((h / N) * SetHashMul >> SetSkewShift) mod N) mod N, wrapping 64-bit arithmetic."},
+			{Name: "SetSkewShift", Value: SetSkewShift, Doc: "Shift of the block rotation in the set of a tag (see SetHashMul)."},
 			{Name: "MinLineSize", Value: MinLineSize, Doc: "Smallest line size in bytes (power of two)."},
 			{Name: "MaxLineSize", Value: MaxLineSize, Doc: "Largest line size in bytes (power of two)."},
 			{Name: "MaxWays", Value: MaxWays, Doc: "Largest associativity K."},

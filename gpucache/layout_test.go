@@ -71,14 +71,38 @@ func TestRegionAccessors(t *testing.T) {
 
 func TestSetIndexAndTags(t *testing.T) {
 	const sets = 16
-	for line := range uint64(64) {
-		tag, err := MakeTag(2, line)
-		if err != nil {
-			t.Fatal(err)
+	// Consecutive lines take consecutive sets, but for one step in every
+	// sets (where a block of the mapping ends).
+	for _, ns := range []uint8{0, 2} {
+		breaks := 0
+		for line := range uint64(64 * sets) {
+			tag, err := MakeTag(ns, line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, _ := MakeTag(ns, line+1)
+			if (SetIndex(tag, sets)+1)%sets != SetIndex(next, sets) {
+				breaks++
+			}
 		}
-		next, _ := MakeTag(2, line+1)
-		if (SetIndex(tag, sets)+1)%sets != SetIndex(next, sets) {
-			t.Fatalf("consecutive lines %d, %d not in consecutive sets", line, line+1)
+		if breaks > 64 {
+			t.Errorf("namespace %d: %d of %d consecutive lines not in consecutive sets, want at most 64", ns, breaks, 64*sets)
+		}
+	}
+	// Lines a multiple of the set count apart spread over the sets (a
+	// plain modulo would put them all in one).
+	for _, n := range []uint32{16, 32, 1024} {
+		load := map[uint32]int{}
+		for k := range uint64(64) {
+			tag, _ := MakeTag(1, 7+k*uint64(n))
+			load[SetIndex(tag, n)]++
+		}
+		most := 0
+		for _, l := range load {
+			most = max(most, l)
+		}
+		if want := min(64, int(n)) / 2; len(load) < want || most > 8 {
+			t.Errorf("%d sets: 64 lines %d apart in %d sets (want >= %d), at most %d in one (want <= 8)", n, n, len(load), want, most)
 		}
 	}
 	a, _ := MakeTag(0, 5)

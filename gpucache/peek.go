@@ -112,18 +112,20 @@ func (c *Cache) PeekMany(tags, offs []uint64, es int, dst []byte, served []bool,
 		shift   = c.shift & 63
 		lineMax = uint64(c.cfg.LineSize) - uint64(es) // largest offset of a whole element
 		setMask = c.setMask
+		setBits = c.setBits
 		sets    = uint64(c.cfg.Sets)
 		sink    uint64
 		none    = ^uintptr(0)
 	)
 	// Pass 1: the tag lines of every set (independent loads).
 	for i, tag := range tags {
-		h := tag&TagLineMask + (tag>>TagNamespaceShift)*SetHashMul
+		// c.setOf, inlined by hand.
+		h := setHash(tag)
 		var set uint64
 		if setMask != 0 {
-			set = h & setMask
+			set = (h + setSkew(h>>setBits)) & setMask
 		} else {
-			set = h % sets
+			set = (h%sets + setSkew(h/sets)%sets) % sets
 		}
 		base := uintptr(set) * k
 		ways[i] = base

@@ -155,26 +155,19 @@ __device__ __forceinline__ void count_groups(u64 stats, u32 active, const coales
 // alone would need 256 sequential 16-byte loads across PCIe for a 4 KiB
 // line), then the leader publishes it. Only lanes of the group take part,
 // and they are all waiting for their leader anyway, so the copy never waits
-// on a lane that might itself wait on this line. A group of fewer lanes
-// than the descriptor's copy_below hands the copy to the fill copier
-// (bam/copier.cuh), whose warps copy with all 32 lanes; it copies itself
-// when the copier declines.
+// on a lane that might itself wait on this line. Fills of groups that
+// would not copy together (one lane, or fewer than the descriptor's
+// copy_below when a fill copier runs) were finished by the leader already
+// (cache::acquire_deferred).
 __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::group &g, cache::handle &h) {
 	const u64 staging = g.broadcast(h.staging);
 	if (staging == 0) return;
 	const u64 way = g.broadcast(h.way);
 	unsigned char *line = cache::line_data(d, way);
 	const unsigned char *slot = reinterpret_cast<const unsigned char *>(staging);
-	u32 offloaded = 0;
-	if (g.count < d.copy_below && d.copier != 0) {
-		if (g.is_leader()) offloaded = cache::offload(d, line, slot, false, detail::globaltimer() + d.timeout_ns);
-		offloaded = g.broadcast(offloaded);
-	}
-	if (!offloaded) {
-		const u32 lane = threadIdx.x & 31;
-		const u32 rank = __popc(g.mask & ((1u << lane) - 1u));
-		cache::copy_part(line, slot, 1ull << d.line_shift, rank, g.count);
-	}
+	const u32 lane = threadIdx.x & 31;
+	const u32 rank = __popc(g.mask & ((1u << lane) - 1u));
+	cache::copy_part(line, slot, 1ull << d.line_shift, rank, g.count);
 	__syncwarp(g.mask);
 	if (g.is_leader()) cache::finish_fill(d, h);
 }
@@ -399,13 +392,14 @@ __device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 inde
 // array_refs should call operator[] and release() together for the
 // grouping to pay.
 //
-// Known issue: a warp whose lanes read array_refs of two arrays in
-// divergent branches, through a cache small enough to evict, has timed out
-// intermittently on the H200 (TestGPUDivergentArrays in package gpu: 2 of
-// 9 runs, and every run so far under compute-sanitizer). The cause is not
-// yet found (bench/results/logs/divergent-native-*). Kernels that read
-// several arrays from converged lanes, as the examples do, are not
-// affected.
+// Held lines count against their set's ways until released, and so do the
+// lines of lanes whose warp is still waiting for its other lanes' lines. An
+// access that finds every way of its set held waits for one to be
+// released; when the references held at once outnumber a set's ways and
+// none is released within the engine's timeout, it fails with
+// ErrCacheTooSmall. Sets spread lines that are a multiple of the set count
+// apart (gpucache.SetIndex), so warps walking equal runs in step do not
+// crowd one set.
 template <typename T>
 class array_ref {
 	const array_desc *desc_;

@@ -57,12 +57,18 @@ __device__ __forceinline__ unsigned char *line_data(const array_desc &d, u64 g) 
 	return reinterpret_cast<unsigned char *>(d.cache_data + (g << d.line_shift));
 }
 
-// set_of mirrors gpucache.SetIndex.
+// set_of mirrors gpucache.SetIndex: each aligned block of sets lines is
+// rotated by a hash of the block's number (layout::cache::SetHashMul says
+// why).
 __device__ __forceinline__ u64 set_of(u64 tag, u64 sets) {
 	const u64 h = (tag & C::TagLineMask) + (tag >> C::TagNamespaceShift) * C::SetHashMul;
-	// The same value; a mask instead of a 64-bit division when the set
-	// count is a power of two (the usual case).
-	return (sets & (sets - 1)) == 0 ? h & (sets - 1) : h % sets;
+	// The same value; a shift and a mask instead of 64-bit divisions when
+	// the set count is a power of two (the usual case).
+	if ((sets & (sets - 1)) == 0) {
+		const u32 bits = static_cast<u32>(__ffsll(static_cast<long long>(sets)) - 1);
+		return (h + ((h >> bits) * C::SetHashMul >> C::SetSkewShift)) & (sets - 1);
+	}
+	return (h % sets + ((h / sets) * C::SetHashMul >> C::SetSkewShift) % sets) % sets;
 }
 
 // where is a line's place on storage: its tag and its first LBA.
@@ -177,6 +183,31 @@ __device__ __forceinline__ void fail(const array_desc &d, u32 code, u32 status, 
 	detail::record_error(d, code, status, index, w.lba, w.nsid);
 }
 
+// crowded reports whether no way of the set at base could be claimed
+// because some are held by references (not merely being filled or written
+// back): the live references outnumber the set's ways, and waiting longer
+// would not help. The victim search's test, for waits that end elsewhere.
+__device__ __noinline__ bool crowded(const array_desc &d, u64 base, u64 K) {
+	bool held = false;
+	for (u64 k = 0; k < K; k++) {
+		const u32 s = detail::ld_relaxed_gpu(state_at(d, base + k));
+		if (!(s & state_busy) && !(s & ref_mask)) return false;
+		if (!(s & state_busy)) held = true;
+	}
+	return held;
+}
+
+// fail_wait records a wait for the set at base that outlasted its
+// deadline: as a cache too small when the set is crowded, else as a
+// timeout.
+__device__ __forceinline__ void fail_wait(const array_desc &d, u64 base, u64 K, u64 index, const where &w) {
+	if (crowded(d, base, K)) {
+		fail(d, L::ErrCodeCacheTooSmall, 0, index, w);
+	} else {
+		fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+	}
+}
+
 __device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline) {
 	detail::backoff b;
 	for (u32 i = 0;; i++) {
@@ -221,7 +252,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 	handle h{0, false, 0, 0, 0};
 	for (u32 round = 0;; round++) {
 		if (round > 0 && detail::globaltimer() > deadline) {
-			fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+			fail_wait(d, base, K, index, w);
 			return h;
 		}
 		if (round > 0 && detail::failed(d)) return h;  // another thread failed: unwind fast
@@ -287,7 +318,9 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		// Miss. 1. set lock (short; no I/O under it)
 		u32 *lock = set_lock(d, set);
 		if (!take_lock(lock, deadline)) {
-			fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+			// Other misses of the set kept the lock; they too may be
+			// waiting for ways that stay held.
+			fail_wait(d, base, K, index, w);
 			return h;
 		}
 		// 2. re-scan
@@ -481,9 +514,16 @@ __device__ __forceinline__ void complete(const array_desc &d, handle &h) {
 }
 
 // acquire_deferred is acquire that may return with a fill pending
-// (h.staging != 0): see complete and bam::array's group copy.
+// (h.staging != 0): see complete and bam::array's group copy. Only groups
+// whose lanes copy the line together leave it pending. A group that would
+// hand the copy to the copier, or a lane alone, finishes it here: a pending
+// fill keeps its way BUSY and its staging slot taken until every leader of
+// the warp's access has returned, and one of them may be waiting for a way
+// of the same set.
 __device__ __noinline__ handle acquire_deferred(const array_desc &d, const where &w, u32 n, u64 index) {
-	return acquire_impl(d, w, n, index);
+	handle h = acquire_impl(d, w, n, index);
+	if (h.staging != 0 && (n == 1 || (d.copier != 0 && n < d.copy_below))) complete(d, h);
+	return h;
 }
 
 // acquire takes n references on the line at w, filling it on a miss; the

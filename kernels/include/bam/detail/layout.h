@@ -119,9 +119,11 @@ inline constexpr unsigned long long TagEmpty = 18446744073709551615ull;
 inline constexpr unsigned long long TagNamespaceShift = 56ull;
 /// Mask of the line index in a tag.
 inline constexpr unsigned long long TagLineMask = 72057594037927935ull;
-/// Set of a tag = ((tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul) mod N,
-/// wrapping 64-bit arithmetic.
+/// h = (tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul; set = (h mod N + ((h / N)
+/// * SetHashMul >> SetSkewShift) mod N) mod N, wrapping 64-bit arithmetic.
 inline constexpr unsigned long long SetHashMul = 11400714819323198485ull;
+/// Shift of the block rotation in the set of a tag (see SetHashMul).
+inline constexpr unsigned long long SetSkewShift = 32ull;
 /// Smallest line size in bytes (power of two).
 inline constexpr unsigned long long MinLineSize = 512ull;
 /// Largest line size in bytes (power of two).
