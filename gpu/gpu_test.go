@@ -203,17 +203,23 @@ func TestGPUSetIndexMatchesHost(t *testing.T) {
 	}
 }
 
-// holdSrc has every thread of a block hold its own line until the whole
-// block has read.
+// holdSrc has the first `first` threads of a block hold lines 0 to
+// first-1, then the first `second` threads hold the lines after those as
+// well, each until the whole block has read.
 const holdSrc = `
 #include "bam/array.cuh"
 typedef unsigned long long u64;
-extern "C" __global__ void hold_lines(bam::array<unsigned> a, u64 *out) {
-	bam::array_ref<unsigned> r(a);
-	const unsigned v = r[(u64)threadIdx.x * a.elems_per_line()];
+extern "C" __global__ void hold_lines(bam::array<unsigned> a, u64 first, u64 second, u64 *out) {
+	bam::array_ref<unsigned> r1(a), r2(a);
+	const u64 t = threadIdx.x, per = a.elems_per_line();
+	u64 v = 0;
+	if (t < first) v += r1[t * per];
 	__syncthreads();
-	r.release();
-	atomicAdd(out, (u64)v);
+	if (t < second) v += r2[(first + t) * per];
+	__syncthreads();
+	r1.release();
+	r2.release();
+	atomicAdd(out, v);
 }
 `
 
@@ -223,7 +229,7 @@ extern "C" __global__ void hold_lines(bam::array<unsigned> a, u64 *out) {
 // that the store serves the next launch.
 func TestGPUHeldLinesOutnumberWays(t *testing.T) {
 	ctx, s := gpuStore(t)
-	const lines, perLine = 512, 1024 // 4 KiB lines of uint32; the 1 MiB cache has 256 ways
+	const lines, perLine = 512, 1024 // 4 KiB lines of uint32; the 1 MiB cache has 32 sets of 8 ways
 	vals := make([]uint32, lines*perLine)
 	for i := range vals {
 		vals[i] = uint32(i % 977)
@@ -245,34 +251,38 @@ func TestGPUHeldLinesOutnumberWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Free()
-	launch := func(threads uint32) (uint64, error) {
+	launch := func(first, second uint64) (uint64, error) {
 		if err := out.Write(make([]byte, 8)); err != nil {
 			t.Fatal(err)
 		}
-		err := m.Launch(ctx, "hold_lines", gpu.Dims{Grid: 1, Block: threads}, a, out)
+		err := m.Launch(ctx, "hold_lines", gpu.Dims{Grid: 1, Block: 256}, a, first, second, out)
 		b := make([]byte, 8)
 		if rerr := out.Read(b); rerr != nil {
 			t.Fatal(rerr)
 		}
 		return binary.LittleEndian.Uint64(b), err
 	}
+	// 128 lines, then 256 more: 384 held lines for 256 ways. The first 128
+	// (64 consecutive lines of each of the two namespaces) fit and leave
+	// every set with held lines, so each access that finds no way is
+	// refused as the cache being too small.
 	start := time.Now()
-	_, err = launch(lines)
+	_, err = launch(128, 256)
 	if !errors.Is(err, gpu.ErrCacheTooSmall) {
-		t.Fatalf("%d threads each holding a line of a cache of 256 ways: %v, want ErrCacheTooSmall", lines, err)
+		t.Fatalf("384 lines held at once in a cache of 256 ways: %v, want ErrCacheTooSmall", err)
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("ErrCacheTooSmall after %v", d)
 	}
-	// A quarter as many lines fit (at most 6 of a set's 8 ways): the same
-	// kernel then reads every one.
-	var quarter uint64
-	for i := range lines / 4 {
-		quarter += uint64(vals[i*perLine])
+	// 64 and 64 lines fit (at most 3 consecutive lines of a namespace in
+	// 64 share a set): the same kernel then reads every one.
+	var want uint64
+	for i := range 128 {
+		want += uint64(vals[i*perLine])
 	}
-	got, err := launch(lines / 4)
-	if err != nil || got != quarter {
-		t.Fatalf("after the failed launch, %d threads: sum %d, %v; want %d", lines/4, got, err, quarter)
+	got, err := launch(64, 64)
+	if err != nil || got != want {
+		t.Fatalf("after the failed launch, 128 lines: sum %d, %v; want %d", got, err, want)
 	}
 }
 

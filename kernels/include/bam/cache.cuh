@@ -514,16 +514,9 @@ __device__ __forceinline__ void complete(const array_desc &d, handle &h) {
 }
 
 // acquire_deferred is acquire that may return with a fill pending
-// (h.staging != 0): see complete and bam::array's group copy. Only groups
-// whose lanes copy the line together leave it pending. A group that would
-// hand the copy to the copier, or a lane alone, finishes it here: a pending
-// fill keeps its way BUSY and its staging slot taken until every leader of
-// the warp's access has returned, and one of them may be waiting for a way
-// of the same set.
+// (h.staging != 0): see complete and bam::array's group copy.
 __device__ __noinline__ handle acquire_deferred(const array_desc &d, const where &w, u32 n, u64 index) {
-	handle h = acquire_impl(d, w, n, index);
-	if (h.staging != 0 && (n == 1 || (d.copier != 0 && n < d.copy_below))) complete(d, h);
-	return h;
+	return acquire_impl(d, w, n, index);
 }
 
 // acquire takes n references on the line at w, filling it on a miss; the
