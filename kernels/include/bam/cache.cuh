@@ -186,7 +186,8 @@ __device__ __forceinline__ void fail(const array_desc &d, u32 code, u32 status, 
 // crowded reports whether no way of the set at base could be claimed
 // because some are held by references (not merely being filled or written
 // back): the live references outnumber the set's ways, and waiting longer
-// would not help. The victim search's test, for waits that end elsewhere.
+// would not help. Ways that are all being filled or written back mean
+// instead that storage did not answer in time.
 __device__ __noinline__ bool crowded(const array_desc &d, u64 base, u64 K) {
 	bool held = false;
 	for (u64 k = 0; k < K; k++) {
@@ -364,12 +365,10 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		u32 *hand = set_hand(d, set);
 		u32 hv = detail::ld_relaxed_gpu(hand);
 		const bool clock = d.policy == L::PolicyClock;
-		bool referenced = false;  // some way was held, not merely being filled
 		for (u64 step = 0; step < 2 * K && victim == ~0ull; step++) {
 			const u64 gk = base + (hv % K);
 			hv = (hv + 1) % static_cast<u32>(K);
 			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
-			if (!(s & state_busy) && (s & ref_mask)) referenced = true;
 			if ((s & state_busy) || (s & ref_mask)) continue;
 			if (clock && detail::ld_relaxed_gpu(clock_at(d, gk)) != 0) {
 				detail::st_relaxed_gpu(clock_at(d, gk), 0u);
@@ -385,14 +384,9 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		}
 		detail::st_relaxed_gpu(hand, hv);
 		if (victim == ~0ull) {
+			// Every way held or in flight: wait for one. Past the
+			// deadline the next round says which (fail_wait).
 			drop_lock(lock);
-			if (detail::globaltimer() > deadline) {
-				// Held lines mean the cache is too small for the live
-				// references; ways that were all being filled or written
-				// back mean storage did not answer in time.
-				fail(d, referenced ? L::ErrCodeCacheTooSmall : L::ErrCodeTimeout, referenced ? 0 : status_timeout, index, w);
-				return h;
-			}
 			b.pause();
 			continue;
 		}
