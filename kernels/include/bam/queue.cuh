@@ -114,6 +114,11 @@ __device__ __forceinline__ void prps(const queue_desc &q, u64 t, u32 line_shift,
 	prps_to(q, t, line_shift, q.staging_dma + ((t & (q.depth - 1)) << line_shift), prp1, prp2);
 }
 
+// posted reports whether dword 3 of the CQ entry at position p (counted
+// from the queue's creation) was written in the current pass over the ring:
+// its phase tag is 1 on even passes and 0 on odd ones.
+__device__ __forceinline__ bool posted(u32 dw3, u64 p, u32 sh) { return ((dw3 >> 16) & 1u) == (((p >> sh) & 1) == 0 ? 1u : 0u); }
+
 // harvest drains valid completions at the CQ head if the head lock is free.
 // For each: the result goes into the CID record and the CID turns Done (or
 // Free, if its submitter abandoned it). Then the CQ doorbell is rung once and
@@ -142,15 +147,14 @@ __device__ __noinline__ u32 harvest(const queue_desc &q) {
 		for (u32 k = 0; k < harvest_window; k++) e[k] = detail::ld_cqe(cq + ((head + n + k) & mask) * 4);
 		// Nothing new at the head: no entry is taken, so nothing needs
 		// the fence (the common case of a poll).
-		if (((e[0].w >> 16) & 1u) != (((head + n) >> sh) & 1 ? 0u : 1u)) break;
+		if (!posted(e[0].w, head + n, sh)) break;
 		detail::fence_acquire_sys();
 #pragma unroll
 		for (u32 k = 0; k < harvest_window; k++) {
 			if (!more) break;
 			const u64 p = head + n;
 			const u32 dw3 = e[k].w;
-			const u32 expected = ((p >> sh) & 1) == 0 ? 1u : 0u;
-			if (n >= mask || ((dw3 >> 16) & 1u) != expected) {
+			if (n >= mask || !posted(dw3, p, sh)) {
 				more = false;
 				break;
 			}
