@@ -124,6 +124,11 @@ __device__ __forceinline__ uint4 ld_host16(const uint4 *p) {
 // from host memory) before every access after it, at system scope.
 __device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
+// fence_acq_rel_gpu followed by relaxed stores or atomics releases, at gpu
+// scope, every access before it: one fence for a batch of release stores
+// instead of one per store (st.release carries a fence of its own).
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 // globaltimer is the GPU's nanosecond clock; it ticks coarsely (about a
 // microsecond) but never stops, which is all a bound on a wait needs.
 __device__ __forceinline__ u64 globaltimer() {
