@@ -104,6 +104,12 @@ type nowaitReader interface {
 	readNoWait(p []byte, off int64) bool
 }
 
+// prefetcher is implemented by namespaces that can start loading the bytes
+// of a read the Target will serve soon (FileNamespace: from its mapping).
+type prefetcher interface {
+	prefetch(off int64, n int)
+}
+
 // nsRead reads len(b) bytes at off. With nowait it only tries a read that
 // cannot block and reports blocked when the namespace declined; the caller
 // then runs the whole command again on an executor (reads are idempotent).

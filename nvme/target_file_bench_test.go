@@ -69,3 +69,15 @@ func BenchmarkTargetMemoryRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTargetFileReadLarge reads at random from a 2 GiB file namespace
+// (page cache), larger than the CPU's caches: each read's source misses
+// the caches and the TLB, as A1's scattered reads of amount columns do.
+func BenchmarkTargetFileReadLarge(b *testing.B) {
+	for _, bs := range []int{512, 4096} {
+		b.Run(fmt.Sprintf("bs=%d", bs), func(b *testing.B) {
+			benchTargetRead(b, IOPSOptions{File: true, BlockSize: bs, Blocks: uint64(2<<30) / uint64(bs), Submitters: 1,
+				QueueDepth: 64, Workers: 1, Dir: b.TempDir()})
+		})
+	}
+}
