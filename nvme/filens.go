@@ -393,18 +393,12 @@ func (n *FileNamespace) readMapped(p []byte, off int64) bool {
 }
 
 // prefetch starts loading the n bytes at off from the mapping, when reads
-// are served from it now: every line of a short read, the first line of
-// each page of a longer one. It never faults.
+// are served from it now. It never faults.
 func (n *FileNamespace) prefetch(off int64, l int) {
 	if !n.mapReady.Load() || n.mapPaused.Load() != 0 || off < 0 || off > int64(len(n.mapped)) {
 		return
 	}
-	src := n.mapped[off:]
-	if l <= prefetch.LineBytes*prefetchLines {
-		prefetch.Bytes(src, l, prefetchLines)
-		return
-	}
-	prefetch.Pages(src, l, os.Getpagesize())
+	prefetch.Bytes(n.mapped[off:], l, prefetchLines)
 }
 
 // pauseMapped turns mapped reads off for mapPause.

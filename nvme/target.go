@@ -522,16 +522,24 @@ func (t *Target) serve(w *worker, q *queue) int {
 }
 
 // prefetchAhead is how many commands ahead of the one it runs a worker
-// starts loading the data of Reads served from a mapping (prefetch): the
-// source in the page cache and the destination. A read of a few hundred
-// bytes from a large file otherwise waits in turn for a TLB walk and a
-// few cache misses on both sides, most of its time on the worker; with
-// the loads of the next commands already under way they overlap.
+// starts loading the data of short Reads served from a mapping (prefetch):
+// the source in the page cache and the destination. A read of a few
+// hundred bytes at random from a large file otherwise waits in turn for a
+// TLB walk and a few cache misses on both sides, most of its time on the
+// worker; with the loads of the next commands under way they overlap. On
+// A1 (H200 host, 512-byte reads of the amount columns) Q3–Q5 took 14–19 %
+// less time, interleaved on one machine. Longer reads are left to the
+// hardware prefetchers: 4 KiB reads from a 2 GiB file measured alike with
+// and without.
 const prefetchAhead = 4
 
-// prefetch starts loading the data of the command in sqe when it is a Read
-// that a worker will serve from a mapping. It only hints: it reads
-// nothing that the command's execution does not check again.
+// prefetchLines bounds the reads prefetch starts loading: at most this
+// many cache lines.
+const prefetchLines = 16
+
+// prefetch starts loading the data of the command in sqe when it is a
+// short Read that a worker will serve from a mapping. It only hints: it
+// reads nothing that the command's execution does not check again.
 func (t *Target) prefetch(sqe []byte) {
 	if Opcode(sqe[0]) != OpRead {
 		return
@@ -545,7 +553,7 @@ func (t *Target) prefetch(sqe []byte) {
 		return
 	}
 	length := uint64(cmd.Blocks()) * e.lbaSize
-	if length > uint64(t.cfg.MaxTransfer) || !inRange(e, cmd.SLBA(), uint64(cmd.Blocks())) {
+	if length > prefetch.LineBytes*prefetchLines || !inRange(e, cmd.SLBA(), uint64(cmd.Blocks())) {
 		return
 	}
 	e.ahead.prefetch(int64(cmd.SLBA()*e.lbaSize), int(length))
@@ -554,10 +562,6 @@ func (t *Target) prefetch(sqe []byte) {
 		prefetch.Bytes(b, len(b), prefetchLines)
 	}
 }
-
-// prefetchLines bounds the cache lines prefetch asks for on each side of
-// one command; the rest of a longer transfer is left to the hardware.
-const prefetchLines = 16
 
 // dispatch applies the fault hook and runs cmd inline or on an executor.
 func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {

@@ -11,10 +11,6 @@ func TestBytesChangesNothing(t *testing.T) {
 		Bytes(b, c.n, c.max)
 	}
 	Bytes(nil, 10, 10)
-	Pages(b, len(b), 64)
-	Pages(b[3:], 900, 128)
-	Pages(b, 10, 0)
-	Pages(nil, 10, 4096)
 	for i := range b {
 		if b[i] != byte(i) {
 			t.Fatalf("byte %d changed", i)
