@@ -209,6 +209,7 @@ type Target struct {
 
 	mu      sync.Mutex // serialises configuration changes
 	nss     atomic.Pointer[map[uint32]*nsEntry]
+	ahead   atomic.Bool // some namespace was added with a prefetcher (see prefetch)
 	queues  atomic.Pointer[map[uint16]*queue]
 	workers []*worker
 	faults  atomic.Pointer[FaultHook]
@@ -299,6 +300,9 @@ func (t *Target) AddNamespace(nsid uint32, ns Namespace) error {
 	}
 	next[nsid] = e
 	t.nss.Store(&next)
+	if e.ahead != nil {
+		t.ahead.Store(true)
+	}
 	return nil
 }
 
@@ -504,6 +508,9 @@ func (t *Target) serve(w *worker, q *queue) int {
 	}
 	n := 0
 	ahead := q.sqHead // the next command whose data to prefetch
+	if !t.ahead.Load() {
+		ahead = tail
+	}
 	for q.sqHead != tail && q.state.Load() == qActive {
 		for ahead != tail && (ahead-q.sqHead)&q.mask < prefetchAhead {
 			t.prefetch(q.qp.SQ[ahead*SQESize : (ahead+1)*SQESize])
