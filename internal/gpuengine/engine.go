@@ -53,8 +53,8 @@ type Config struct {
 	// lane, a dirty line's write-back) hand it to a copier warp, which
 	// copies it with all 32 lanes (kernels/include/bam/copier.cuh). Default
 	// DefaultFillCopierWarps, in blocks of four warps, so that a kernel
-	// beside it loses at most one block on 32 multiprocessors; negative: no
-	// copier, such lanes copy alone.
+	// beside it loses at most one block on each of 64 multiprocessors;
+	// negative: no copier, such lanes copy alone.
 	FillCopierWarps int
 	// TargetWorkers is the number of host threads serving the queues.
 	// Default min(GOMAXPROCS, all queue pairs).
@@ -87,10 +87,16 @@ type Config struct {
 // 64 warps became the limit of 4 KiB reads into device memory: 25 GB/s.
 // 128 warps copied 37.6 GB/s and 256 warps 36.5 GB/s (Q2, same host);
 // with 128, kv's uniform Gets reached 7.6 M/s and Zipf 24.7 M/s (K1).
+// Once completions were delivered a window at a time, the queues again
+// outran 128 copier warps: with 256, Q2 went from 31-33 to 41.8-42.8
+// GB/s (512 warps: 40.7-41.0), while C1's cold 4 KiB gathers (44.8
+// against 43.8 GB/s), kv's batch Gets (9.6 and 24.1 M/s against 9.7 and
+// 24.3) and the taxi queries (Q5 0.076-0.079 s against 0.081-0.086)
+// measured the same or better (H200 host, one machine).
 const (
 	DefaultQueuePairs      = 64
 	DefaultQueueDepth      = 256
-	DefaultFillCopierWarps = 128
+	DefaultFillCopierWarps = 256
 )
 
 // CacheConfig sizes one of Config.MoreCaches: LineSize as Config.LineSize
