@@ -3,7 +3,6 @@ package nvme
 import (
 	"errors"
 	"fmt"
-	"github.com/bam-go/bam/internal/prefetch"
 	"io"
 	"os"
 	"runtime/debug"
@@ -12,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/bam-go/bam/internal/prefetch"
 	"golang.org/x/sys/unix"
 )
 

@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/bam-go/bam/internal/prefetch"
 	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bam-go/bam/internal/prefetch"
 )
 
 // TargetConfig configures a Target. The zero value is usable: every zero
