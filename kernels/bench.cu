@@ -289,9 +289,14 @@ __device__ __forceinline__ void add_sum(u64 *out, u64 s) {
 // mode_copier (with mode_copy) posts each copy to the fill copier ring
 // copier instead, copying only what it declines, and checks the line's
 // first and last word in dst afterwards.
-// mode_latency records, for command k < lat_n, four u64 at lat[4k]: I/O
-// nanoseconds (%globaltimer, reserve to completion), I/O cycles (%clock64),
-// and the same two up to the data being in device memory.
+// mode_latency records, for command k < lat_n, lat_words u64 at
+// lat[lat_words*k]: I/O nanoseconds (%globaltimer, reserve to completion),
+// I/O cycles (%clock64), the same two up to the data being in device
+// memory, and the cycles from the start to the end of reserve and to the
+// end of issue (the doorbell rung; both 0 in mode_locked). Package
+// gpubench reads them (latWords).
+constexpr u64 lat_words = 6;
+
 BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues, u64 mode, u64 iters, u64 budget_ns,
                                      u64 timeout_ns, u64 nsid, u64 lines, u64 line_shift, u64 lba_shift, u64 seed,
                                      u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat, u64 lat_n,
@@ -316,6 +321,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 		u64 pos;
 		u32 status = 0;
 		bool ok;
+		u64 c_reserved = c0, c_issued = c0;
 		if (mode & mode_locked) {
 			const int r = lockq::submit_read(q, static_cast<u32>(nsid), lba, blocks, ls, deadline, stop, &pos);
 			if (r == lockq::stopped) break;
@@ -330,6 +336,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 				note_failure(counters, 2ull << 32);
 				break;
 			}
+			c_reserved = cycles();
 			u64 prp1, prp2;
 			if (mode & mode_direct) {
 				bam::queue::prps_to(q, pos, ls, reinterpret_cast<u64>(dst + ((tid % dst_lines) << ls)), &prp1, &prp2);
@@ -338,6 +345,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			}
 			bam::queue::issue(q, pos,
 			                  bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), lba, blocks, prp1, prp2));
+			c_issued = cycles();
 			ok = bam::queue::wait(q, pos, deadline, &status);
 		}
 		const u64 g1 = D::globaltimer();
@@ -404,10 +412,13 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 		if ((mode & mode_latency) && k < lat_n) {
 			const u64 g2 = D::globaltimer();
 			const u64 c2 = cycles();
-			lat[4 * k + 0] = g1 - g0;
-			lat[4 * k + 1] = c1 - c0;
-			lat[4 * k + 2] = g2 - g0;
-			lat[4 * k + 3] = c2 - c0;
+			u64 *l = lat + lat_words * k;
+			l[0] = g1 - g0;
+			l[1] = c1 - c0;
+			l[2] = g2 - g0;
+			l[3] = c2 - c0;
+			l[4] = c_reserved - c0;
+			l[5] = c_issued - c0;
 		}
 	}
 	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);

@@ -24,6 +24,20 @@ const (
 	modeCopier  = 32 // with modeCopy: the fill copier's warps copy (the default route)
 )
 
+// latWords is the size in u64 of the record bam_bench_queue_read keeps per
+// command in modeLatency (lat_words in kernels/bench.cu); the latRecord
+// indices name its words.
+const latWords = 6
+
+const (
+	latIONs       = iota // %globaltimer ns, reserve to completion
+	latIOCycles          // %clock64, the same span
+	latMissNs            // ns until the data is in device memory
+	latMissCycles        // cycles, the same span
+	latReserved          // cycles from the start to the end of reserve
+	latIssued            // cycles from the start to the end of issue (doorbell rung)
+)
+
 // QueuesParams sizes the queue benchmarks (Q1, Q2, L1). Zero fields take
 // the defaults in their comments.
 type QueuesParams struct {
@@ -544,7 +558,7 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 		return fmt.Errorf("gpubench: round trip: %w", err)
 	}
 	n := uint64(p.QD1Samples)
-	lat, err := q.alloc(4 * 8 * n)
+	lat, err := q.alloc(latWords * 8 * n)
 	if err != nil {
 		return err
 	}
@@ -560,7 +574,7 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	if r.completed != n {
 		return fmt.Errorf("%w: QD1 run completed %d of %d commands", ErrVerify, r.completed, n)
 	}
-	raw, err := readU64s(lat, int(4*n))
+	raw, err := readU64s(lat, int(latWords*n))
 	if err != nil {
 		return err
 	}
@@ -568,8 +582,8 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	// cycles to nanoseconds with the ratio of their sums over the run.
 	var sumNs, sumCyc float64
 	for i := uint64(0); i < n; i++ {
-		sumNs += float64(raw[4*i+2])
-		sumCyc += float64(raw[4*i+3])
+		sumNs += float64(raw[latWords*i+latMissNs])
+		sumCyc += float64(raw[latWords*i+latMissCycles])
 	}
 	if sumCyc == 0 || sumNs == 0 {
 		return fmt.Errorf("%w: QD1 run recorded no time", ErrVerify)
@@ -579,11 +593,23 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	miss := make([]float64, n)
 	ioTimer := make([]float64, n)
 	for i := uint64(0); i < n; i++ {
-		io[i] = float64(raw[4*i+1]) * nsPerCycle / 1e3
-		miss[i] = float64(raw[4*i+3]) * nsPerCycle / 1e3
-		ioTimer[i] = float64(raw[4*i]) / 1e3
+		io[i] = float64(raw[latWords*i+latIOCycles]) * nsPerCycle / 1e3
+		miss[i] = float64(raw[latWords*i+latMissCycles]) * nsPerCycle / 1e3
+		ioTimer[i] = float64(raw[latWords*i+latIONs]) / 1e3
 	}
 	dIO, dMiss, dTimer := distOf(io), distOf(miss), distOf(ioTimer)
+	// Where a QD1 read's time goes: taking the slot, writing the command
+	// and ringing the doorbell, and waiting for the completion (the
+	// Target's work, both PCIe crossings and the harvest).
+	reserve, issue, wait := make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := uint64(0); i < n; i++ {
+		r, is, c := raw[latWords*i+latReserved], raw[latWords*i+latIssued], raw[latWords*i+latIOCycles]
+		reserve[i] = float64(r) * nsPerCycle / 1e3
+		issue[i] = float64(is-r) * nsPerCycle / 1e3
+		wait[i] = float64(c-is) * nsPerCycle / 1e3
+	}
+	dReserve, dIssue, dWait := distOf(reserve), distOf(issue), distOf(wait)
+	p.logf("L1 QD1 4k read stages p50: reserve %.2f us, issue %.2f us, wait %.2f us", dReserve.P50, dIssue.P50, dWait.P50)
 	// The same with the thread copying the line alone.
 	lr1, err := q.launch(ctx, 1, int(n), modeCopy|modeLatency, time.Hour, lat, n)
 	if err != nil {
@@ -592,13 +618,13 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	if lr1.completed != n {
 		return fmt.Errorf("%w: QD1 lane-copy run completed %d of %d commands", ErrVerify, lr1.completed, n)
 	}
-	lraw1, err := readU64s(lat, int(4*n))
+	lraw1, err := readU64s(lat, int(latWords*n))
 	if err != nil {
 		return err
 	}
 	laneMiss := make([]float64, n)
 	for i := uint64(0); i < n; i++ {
-		laneMiss[i] = float64(lraw1[4*i+3]) * nsPerCycle / 1e3
+		laneMiss[i] = float64(lraw1[latWords*i+latMissCycles]) * nsPerCycle / 1e3
 	}
 	dLane := distOf(laneMiss)
 	p.logf("L1 QD1 4k read into device memory by the thread alone: p50 %.2f us p99 %.2f us", dLane.P50, dLane.P99)
@@ -614,13 +640,13 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	if dr.completed != n {
 		return fmt.Errorf("%w: QD1 copy-engine run completed %d of %d commands", ErrVerify, dr.completed, n)
 	}
-	draw, err := readU64s(lat, int(4*n))
+	draw, err := readU64s(lat, int(latWords*n))
 	if err != nil {
 		return err
 	}
 	direct := make([]float64, n)
 	for i := uint64(0); i < n; i++ {
-		direct[i] = float64(draw[4*i+3]) * nsPerCycle / 1e3
+		direct[i] = float64(draw[latWords*i+latMissCycles]) * nsPerCycle / 1e3
 	}
 	dDirect := distOf(direct)
 	p.logf("L1 QD1 4k read into device memory by the copy engine: p50 %.2f us p99 %.2f us", dDirect.P50, dDirect.P99)
@@ -629,7 +655,7 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	// Under load.
 	lt := uint64(p.LoadThreads)
 	ln := lt * uint64(p.LoadCommands)
-	llat, err := q.alloc(4 * 8 * ln)
+	llat, err := q.alloc(latWords * 8 * ln)
 	if err != nil {
 		return err
 	}
@@ -644,15 +670,15 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	if lr.completed != ln {
 		return fmt.Errorf("%w: load run completed %d of %d commands", ErrVerify, lr.completed, ln)
 	}
-	lraw, err := readU64s(llat, int(4*ln))
+	lraw, err := readU64s(llat, int(latWords*ln))
 	if err != nil {
 		return err
 	}
 	lio := make([]float64, ln)
 	lmiss := make([]float64, ln)
 	for i := uint64(0); i < ln; i++ {
-		lio[i] = float64(lraw[4*i]) / 1e3
-		lmiss[i] = float64(lraw[4*i+2]) / 1e3
+		lio[i] = float64(lraw[latWords*i+latIONs]) / 1e3
+		lmiss[i] = float64(lraw[latWords*i+latMissNs]) / 1e3
 	}
 	dLoad, dLoadMiss := distOf(lio), distOf(lmiss)
 	p.logf("L1 load %d threads x %d: p50 %.1f us p99 %.1f us max %.1f us", lt, p.LoadCommands, dLoad.P50, dLoad.P99, dLoad.Max)
@@ -660,6 +686,8 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	res.Params["qd1_samples"] = n
 	res.Params["qd1_ns_per_cycle"] = nsPerCycle
 	res.Params["qd1_globaltimer_p50_us"] = dTimer.P50
+	res.Params["qd1_stages_p50_us"] = map[string]float64{"reserve": dReserve.P50, "issue": dIssue.P50, "wait": dWait.P50}
+	res.Params["qd1_stages"] = "reserve: taking the ticket and its slot; issue: writing the SQE, the system-scope fences and ringing the doorbell; wait: until the thread sees its completion (the Target's work, the PCIe crossings and the harvest)"
 	res.Params["roundtrips"] = len(rtNs)
 	res.Params["load_threads"] = lt
 	res.Params["load_commands_per_thread"] = p.LoadCommands
