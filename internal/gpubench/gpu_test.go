@@ -99,8 +99,24 @@ func TestBenchGPUCacheTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkResults(t, res, "C1", "C4")
-	if got := len(res[0].Figures); got != 6 {
-		t.Errorf("C1 has %d figures, want 6 (3 line sizes x 2 orders)", got)
+	// Every line size and order, by both routes, and the scattered
+	// lookups over 4 KiB lines.
+	have := map[string]bool{}
+	for _, f := range res[0].Figures {
+		have[f.Name] = true
+	}
+	var want []string
+	for _, line := range []string{"512", "4k", "64k"} {
+		for _, order := range []string{"seq", "random"} {
+			name := "cold_" + order + "_read_" + line + "_lines_GBps"
+			want = append(want, name, name+"_copy_engine")
+		}
+	}
+	want = append(want, "cold_scattered_lookups_4k_lines_Mlookups", "cold_scattered_lookups_4k_lines_GBps")
+	for _, name := range want {
+		if !have[name] {
+			t.Errorf("C1 lacks figure %s", name)
+		}
 	}
 }
 
