@@ -129,8 +129,10 @@ __device__ __forceinline__ u64 result_of(uint4 e) {
 // For each: the result goes into the CID record and the CID turns Done (or
 // Free, if its submitter abandoned it). Then the CQ doorbell is rung once and
 // the SQ head moves to the last SQHD, opening the turns of the slots passed.
-// Returns the number of completions taken.
-__device__ __noinline__ u32 harvest(const queue_desc &q) {
+// Returns the number of completions taken. When one of them is CID want
+// (~0 for none), its result goes to *mine as well, so that a waiter that
+// harvested its own completion need not load it back from its CID record.
+__device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 	u64 *lock = word(q, V::HeadLockOffset);
 	if (detail::ld_relaxed_gpu(lock) != 0 || atomicCAS(reinterpret_cast<unsigned long long *>(lock), 0ull, 1ull) != 0) {
 		return 0;
@@ -174,6 +176,7 @@ __device__ __noinline__ u32 harvest(const queue_desc &q) {
 			const u64 cid = e[k].w & 0xffffu;
 			if (k < m && cid < q.depth) {
 				detail::st_relaxed_gpu(cid_record(q, cid) + V::CIDResultOffset / 8, result_of(e[k]));
+				if (cid == want) *mine = result_of(e[k]);
 			}
 		}
 		// Every result before any state change that publishes it.
@@ -247,7 +250,8 @@ __device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket) {
 		    detail::ld_acquire_gpu(turn(q, next & mask)) >= (next >> sh)) {
 			break;
 		}
-		if (harvest(q) > 0) continue;
+		u64 unused;
+		if (harvest(q, ~0ull, &unused) > 0) continue;
 		if ((i & 7) == 7 && detail::globaltimer() > deadline) return false;
 		b.pause();
 	}
@@ -329,11 +333,23 @@ __device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
 // arrives; *status receives the 15-bit NVMe status. Returns false on
 // timeout: the CID is abandoned and freed when its completion comes.
 __device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *status) {
-	u64 *state = cid_record(q, t & (q.depth - 1)) + V::CIDStateOffset / 8;
+	const u64 cid = t & (q.depth - 1);
+	u64 *state = cid_record(q, cid) + V::CIDStateOffset / 8;
+	// A result word never has bit 63 set (layout::vq), so ~0 means none.
+	u64 mine = ~0ull;
 	detail::backoff b;
 	for (u32 i = 0;; i++) {
 		if (detail::ld_acquire_gpu(state) == V::CIDDone) break;
-		if (harvest(q) > 0) continue;
+		if (harvest(q, cid, &mine) > 0) {
+			// This thread delivered its own completion: the result is
+			// at hand (the harvest's system-scope acquire fence came
+			// after the entry's load), no need to load it back.
+			if (mine != ~0ull) {
+				*status = static_cast<u32>(mine >> V::ResultStatusShift) & 0x7fffu;
+				return true;
+			}
+			continue;
+		}
 		// Belt and braces for the doorbell: if the SQ tail has not passed
 		// this command yet, try to ring it ourselves.
 		if ((i & 15) == 15 && detail::ld_relaxed_gpu(word(q, V::SQTailOffset)) <= t) flush_tail(q);
@@ -347,7 +363,7 @@ __device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *statu
 		}
 		b.pause();
 	}
-	const u64 result = detail::ld_relaxed_gpu(cid_record(q, t & (q.depth - 1)) + V::CIDResultOffset / 8);
+	const u64 result = detail::ld_relaxed_gpu(cid_record(q, cid) + V::CIDResultOffset / 8);
 	*status = static_cast<u32>(result >> V::ResultStatusShift) & 0x7fffu;
 	return true;
 }
