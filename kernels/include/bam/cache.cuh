@@ -222,10 +222,9 @@ __device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline) {
 	}
 }
 
-__device__ __forceinline__ void drop_lock(u32 *lock) {
-	__threadfence();
-	atomicExch(lock, static_cast<u32>(C::LockFree));
-}
+// drop_lock releases the set lock with a release store: the holder's
+// accesses come before it, and nothing waits for an exchange's answer.
+__device__ __forceinline__ void drop_lock(u32 *lock) { detail::st_release_gpu(lock, static_cast<u32>(C::LockFree)); }
 
 // gen_claim and gen_publish keep a way's generation word odd while its
 // BUSY owner may change the line (from its install to the end of the fill)

@@ -225,12 +225,12 @@ __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 			detail::st_relaxed_gpu(word(q, V::SQHeadOffset), sqhead + delta);
 		}
 	}
-	// The unlock releases, at gpu scope, everything this holder did (a
-	// fence, then the exchange). As for the SQ doorbell (flush_tail), that
-	// is enough to keep this holder's CQ doorbell ahead of the next
-	// holder's: the next one's system-scope release comes after it.
-	__threadfence();
-	atomicExch(reinterpret_cast<unsigned long long *>(lock), 0ull);
+	// The unlock releases, at gpu scope, everything this holder did. As for
+	// the SQ doorbell (flush_tail), that is enough to keep this holder's CQ
+	// doorbell ahead of the next holder's: the next one's system-scope
+	// release comes after it. A release store, not an exchange: nothing
+	// waits for its answer.
+	detail::st_release_gpu(lock, 0ull);
 	return n;
 }
 
@@ -291,9 +291,9 @@ __device__ inline void flush_tail(const queue_desc &q) {
 		// coherence follows it). A system-scope fence here, as before,
 		// waited for the doorbell to cross PCIe: with the one that
 		// issue() had before the marker, about 1.4 us of each command's
-		// latency at queue depth 1 (L1, H200).
-		__threadfence();
-		atomicExch(reinterpret_cast<unsigned long long *>(lock), 0ull);
+		// latency at queue depth 1 (L1, H200). The unlock is a release
+		// store (nothing waits for an exchange's answer).
+		detail::st_release_gpu(lock, 0ull);
 		// Store then load, on both sides (a submitter sets its marker, then
 		// tries the lock): without a full fence between them each side may
 		// read the other's old value, the submitter's try-lock failing
