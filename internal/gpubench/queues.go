@@ -687,7 +687,7 @@ func runL1(ctx context.Context, p *QueuesParams, q *qrig, res *bench.Result) err
 	res.Params["qd1_ns_per_cycle"] = nsPerCycle
 	res.Params["qd1_globaltimer_p50_us"] = dTimer.P50
 	res.Params["qd1_stages_p50_us"] = map[string]float64{"reserve": dReserve.P50, "issue": dIssue.P50, "wait": dWait.P50}
-	res.Params["qd1_stages"] = "reserve: taking the ticket and its slot; issue: writing the SQE, the system-scope fences and ringing the doorbell; wait: until the thread sees its completion (the Target's work, the PCIe crossings and the harvest)"
+	res.Params["qd1_stages"] = "reserve: taking the ticket and its slot; issue: writing the SQE, marking it and ringing the doorbell (a system-scope release); wait: until the thread sees its completion (the Target's work, the PCIe crossings and the harvest)"
 	res.Params["roundtrips"] = len(rtNs)
 	res.Params["load_threads"] = lt
 	res.Params["load_commands_per_thread"] = p.LoadCommands
