@@ -284,15 +284,14 @@ __device__ inline void flush_tail(const queue_desc &q) {
 		}
 		// The doorbell store must reach the host before the next holder's,
 		// or the controller could see the tail move backwards. The unlock
-		// releases it at gpu scope (a fence, then the exchange) and the
-		// next holder acquires the lock before its own system-scope
-		// release of the doorbell, so the two stores are ordered for the
-		// host too (causality order; both stores are sys-scope, so
-		// coherence follows it). A system-scope fence here, as before,
-		// waited for the doorbell to cross PCIe: with the one that
-		// issue() had before the marker, about 1.4 us of each command's
-		// latency at queue depth 1 (L1, H200). The unlock is a release
-		// store (nothing waits for an exchange's answer).
+		// (a gpu-scope release store; nothing waits for an exchange's
+		// answer) releases it, and the next holder acquires the lock
+		// before its own system-scope release of the doorbell, so the two
+		// stores are ordered for the host too (causality order; both
+		// stores are sys-scope, so coherence follows it). A system-scope
+		// fence here, as before, waited for the doorbell to cross PCIe:
+		// with the one that issue() had before the marker, about 1.4 us
+		// of each command's latency at queue depth 1 (L1, H200).
 		detail::st_release_gpu(lock, 0ull);
 		// Store then load, on both sides (a submitter sets its marker, then
 		// tries the lock): without a full fence between them each side may
