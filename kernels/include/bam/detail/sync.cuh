@@ -37,6 +37,24 @@ __device__ __forceinline__ u32 ld_relaxed_gpu(const u32 *p) {
 	return v;
 }
 
+// ld_relaxed_gpu_v2 reads two adjacent u64 words (16-byte aligned) in one
+// access; each word is read as by ld_relaxed_gpu.
+__device__ __forceinline__ void ld_relaxed_gpu_v2(const u64 *p, u64 *a, u64 *b) {
+	asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+}
+
+// ld_acquire_gpu_v4 reads four adjacent u32 words (16-byte aligned) in one
+// access, each with acquire ordering (gpu scope): the loads after it are
+// not satisfied before it.
+__device__ __forceinline__ uint4 ld_acquire_gpu_v4(const u32 *p) {
+	uint4 v;
+	asm volatile("ld.acquire.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	             : "l"(p)
+	             : "memory");
+	return v;
+}
+
 __device__ __forceinline__ void st_release_gpu(u64 *p, u64 v) {
 	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
