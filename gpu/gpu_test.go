@@ -441,3 +441,95 @@ func TestGPUDivergentArrays(t *testing.T) {
 		}
 	}
 }
+
+// spanSrc walks runs of elements through array_ref::span. Each warp's
+// lanes read elements 32 apart from start + warp*per_warp*32 + lane, a span
+// per line; runs start mid-line so lanes cross lines. past_end makes one
+// lane ask for a span past the array's end.
+const spanSrc = `
+#include "bam/array.cuh"
+typedef unsigned long long u64;
+__device__ u64 tid() { return blockIdx.x * (u64)blockDim.x + threadIdx.x; }
+extern "C" __global__ void walk_spans(bam::array<unsigned> a, u64 n, u64 per_warp, u64 start, u64 past_end, u64 *out) {
+	bam::array_ref<unsigned> ref(a);
+	const u64 warp = tid() / 32, lane = threadIdx.x & 31;
+	const u64 first = start + warp * per_warp * 32 + lane;
+	u64 s = 0;
+	for (u64 j = 0; j < per_warp;) {
+		const u64 i = first + 32 * j;
+		const bam::line_span<unsigned> sp = ref.span(past_end && tid() == 77 ? n + 3 : i);
+		if (sp.end <= sp.first || !sp.contains(i)) break;
+		for (; j < per_warp && sp.contains(first + 32 * j); j++) s += sp[first + 32 * j];
+	}
+	ref.release();
+	atomicAdd(out, s);
+}
+`
+
+// TestGPUArrayRefSpans checks array_ref::span against host arithmetic
+// through a cache a quarter of the array (misses, fills and evictions),
+// with the array rewritten between rounds, and a span past the end failing
+// the launch with ErrOutOfRange.
+func TestGPUArrayRefSpans(t *testing.T) {
+	ctx, s := gpuStore(t)
+	const n = 1 << 20 // 4 MiB of uint32 through a 1 MiB cache
+	vals := make([]uint32, n)
+	for i := range vals {
+		vals[i] = uint32(uint64(i)*40503>>3) % 7919
+	}
+	a, err := array.Create[uint32](ctx, s, "spans", n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteRange(ctx, 0, vals); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.Compile(s, "spans.cu", spanSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := gpu.NewBuffer(s, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	const warps, perWarp, start = 32, 1000, 700 // 1,024,000 elements from element 700
+	launch := func(pastEnd uint64) (uint64, error) {
+		t.Helper()
+		if err := out.Write(make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		err := m.Launch(ctx, "walk_spans", gpu.Dims{Grid: warps * 32 / 256, Block: 256}, a, uint64(n), uint64(perWarp), uint64(start), pastEnd, out)
+		b := make([]byte, 8)
+		if rerr := out.Read(b); rerr != nil {
+			t.Fatal(rerr)
+		}
+		return binary.LittleEndian.Uint64(b), err
+	}
+	for round := range 2 {
+		var want uint64
+		for w := uint64(0); w < warps; w++ {
+			for lane := uint64(0); lane < 32; lane++ {
+				for j := uint64(0); j < perWarp; j++ {
+					want += uint64(vals[start+w*perWarp*32+lane+32*j])
+				}
+			}
+		}
+		if got, err := launch(0); err != nil || got != want {
+			t.Fatalf("round %d: walk_spans: sum %d, %v; want %d", round, got, err, want)
+		}
+		for i := range vals {
+			vals[i] = vals[i]*3 + 1
+		}
+		if err := a.WriteRange(ctx, 0, vals); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := launch(1); !errors.Is(err, gpu.ErrOutOfRange) {
+		t.Fatalf("a span past the end: %v, want ErrOutOfRange", err)
+	}
+	if _, err := launch(0); err != nil {
+		t.Fatalf("walk_spans after the failed launch: %v", err)
+	}
+}

@@ -560,6 +560,29 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n, u64
 	add_sum(out, s);
 }
 
+// bam_bench_seq_span is bam_bench_seq_ref reading through the spans of
+// the lines the array_ref holds (array_ref::span): one span per line, the
+// line's elements of the lane read with plain loads.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_span(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 *out) {
+	const u64 tid = bam::global_thread_id();
+	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
+	u64 s = 0;
+	for (u64 r = 0; r < reps; r++) {
+		bam::array_ref<u64> ref(a);
+		for (u64 j = 0; j < coarsen;) {
+			const u64 i = base + 32 * j;
+			if (i >= n) break;
+			const bam::line_span<u64> sp = ref.span(i);
+			if (sp.end <= i) break;
+			u64 stop = j + (sp.end - i + 31) / 32;
+			if (stop > coarsen) stop = coarsen;
+			for (; j < stop; j++) s += sp[base + 32 * j];
+		}
+		ref.release();
+	}
+	add_sum(out, s);
+}
+
 // bam_bench_seq_array is bam_bench_seq_ref without array_ref: every read
 // acquires its line (coalesced, or per lane when coalesce == 0).
 template <bool Coalesce>

@@ -36,6 +36,7 @@ const (
 	kLookupPlain   = "bam_bench_lookup_plain"
 	kLookupSkewed  = "bam_bench_lookup_skewed"
 	kSeqRef        = "bam_bench_seq_ref"
+	kSeqSpan       = "bam_bench_seq_span"
 	kSeqArray      = "bam_bench_seq_array"
 	kSeqPlain      = "bam_bench_seq_plain"
 	kAtomicStride  = "bam_bench_atomic_stride"

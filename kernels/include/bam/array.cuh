@@ -398,6 +398,23 @@ __device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 inde
 	return take_line(d, f, movers, line, index, &g);
 }
 
+// line_span is the part of an array that one line held by an array_ref
+// covers: elements [first, end), element i at elems[i - first]. It stays
+// valid while the array_ref that returned it holds the line, that is until
+// that array_ref's next access, span or release. An empty span (end <=
+// first) means the access failed; the failure is recorded as for
+// operator[].
+template <typename T>
+struct line_span {
+	const unsigned char *bytes;  // element first's
+	u64 first;
+	u64 end;
+
+	__device__ __forceinline__ bool contains(u64 i) const { return i >= first && i < end; }
+	// operator[] reads element i, first <= i < end, with a plain load.
+	__device__ __forceinline__ T operator[](u64 i) const { return detail::load_line<T>(bytes + ((i - first) << detail::elem_shift<T>())); }
+};
+
 // array_ref keeps one line referenced across a thread's consecutive reads.
 // Lanes that move to a new line at the same call are grouped: one release
 // per old line, one acquire per new line. Call release() (or let the
@@ -430,6 +447,18 @@ class array_ref {
 		held_ = false;
 	}
 
+	// hold moves the reference to line (element i's) as operator[] does and
+	// reports whether the line is held.
+	__device__ __forceinline__ bool hold(u64 line, u64 i) {
+		const slot s = ref_move(desc_, line, i, held_, way_);
+		held_ = s.ok;
+		if (!held_) return false;
+		line_ = line;
+		way_ = s.way;
+		base_ = reinterpret_cast<const unsigned char *>(desc_->cache_data) + (s.way << desc_->line_shift);
+		return true;
+	}
+
    public:
 	__device__ explicit array_ref(array<T> a)
 	    : desc_(a.desc),
@@ -455,7 +484,8 @@ class array_ref {
 			// Out of line, with the ref's fields passed by value, so that
 			// they can stay in registers on the held path. (Measured on
 			// C3: inlining it cut the kernel's spills by two thirds but
-			// lowered its rate from 88 to 74 G/s.)
+			// lowered its rate from 88 to 74 G/s, and from 110 to 89 G/s
+			// at 6b67b29.)
 			const slot s = ref_move(desc_, line, i, held_, way_);
 			held_ = s.ok;
 			if (!held_) return T{};
@@ -464,6 +494,24 @@ class array_ref {
 			base_ = reinterpret_cast<const unsigned char *>(desc_->cache_data) + (s.way << desc_->line_shift);
 		}
 		return detail::load_line<T>(base_ + off);
+	}
+
+	// span holds element i's line and returns the elements it covers, so
+	// that a thread walking a run reads them with plain loads and no
+	// per-element check, and the compiler can overlap those loads: a loop
+	// of operator[] keeps its values in local memory around the possible
+	// move at every element (bench/results/logs/c2-c3-profile-*). Lanes
+	// that call it together are grouped as for operator[].
+	__device__ __forceinline__ line_span<T> span(u64 i) {
+		if (i >= count_) {
+			detail::record_error(*desc_, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+			return line_span<T>{nullptr, i, i};
+		}
+		const u64 line = i >> shift_;
+		if (!(held_ && line == line_) && !hold(line, i)) return line_span<T>{nullptr, i, i};
+		const u64 first = line << shift_;
+		const u64 end = first + (1ull << shift_);
+		return line_span<T>{base_, first, end < count_ ? end : count_};
 	}
 
 	// release drops the held line: the lanes that call it together and
