@@ -16,7 +16,9 @@
 // (bam/cache.cuh, bam/queue.cuh), and the leader releases it once.
 // bam::array_ref<T> keeps its line referenced across consecutive accesses
 // of a thread, so a thread walking a neighbour list touches the cache
-// metadata once per line instead of once per element (BaM §7.2.2).
+// metadata once per line instead of once per element (BaM §7.2.2), and its
+// span(i) returns the held line's elements (bam::line_span<T>) for a loop
+// of plain loads, the fastest way to walk a run.
 //
 // Requirements: T is trivially copyable of size 1, 2, 4, 8 or 16 bytes, the
 // element size the host created the array with (the host checks this when
