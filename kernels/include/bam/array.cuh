@@ -401,7 +401,7 @@ __device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 inde
 }
 
 // line_span is the part of an array that one line held by an array_ref
-// covers: elements [first, end), element i at elems[i - first]. It stays
+// covers: elements [first, end), read with sp[i] (a plain load). It stays
 // valid while the array_ref that returned it holds the line, that is until
 // that array_ref's next access, span or release. An empty span (end <=
 // first) means the access failed; the failure is recorded as for
