@@ -1,7 +1,8 @@
 // array.cu: host-launched operations on arrays on storage, through the
 // GPU-resident cache (bam/array.cuh): gather, scatter, ranges, a reduction
 // and the write-back of dirty lines. One kernel per element size; the host
-// picks by the array's element size. Grid-stride loops: any grid is correct.
+// picks by the array's element size. Any grid is correct: the passes share
+// their positions out with bam::for_range, a line's worth per warp.
 #include "bam/array.cuh"
 
 using bam::u32;
@@ -11,30 +12,22 @@ namespace {
 
 template <typename T>
 __device__ void gather(bam::array<T> a, const u64 *__restrict__ idx, u64 n, T *__restrict__ out) {
-	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
-		out[i] = a.read(idx[i]);
-	}
+	bam::for_range(a, 0, n, [&](u64 i) { out[i] = a.read(idx[i]); });
 }
 
 template <typename T>
 __device__ void scatter(bam::array<T> a, const u64 *__restrict__ idx, const T *__restrict__ vals, u64 n) {
-	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
-		a.write(idx[i], vals[i]);
-	}
+	bam::for_range(a, 0, n, [&](u64 i) { a.write(idx[i], vals[i]); });
 }
 
 template <typename T>
 __device__ void read_range(bam::array<T> a, u64 start, u64 n, T *__restrict__ out) {
-	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
-		out[i] = a.read(start + i);
-	}
+	bam::for_range(a, start, n, [&](u64 j) { out[j - start] = a.read(j); });
 }
 
 template <typename T>
 __device__ void write_range(bam::array<T> a, u64 start, u64 n, const T *__restrict__ in) {
-	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
-		a.write(start + i, in[i]);
-	}
+	bam::for_range(a, start, n, [&](u64 j) { a.write(j, in[j - start]); });
 }
 
 // sum adds elements [start, start+n) into *out (integer sums wrap mod 2^64;
@@ -42,9 +35,7 @@ __device__ void write_range(bam::array<T> a, u64 start, u64 n, const T *__restri
 template <typename T, typename Acc>
 __device__ void sum(bam::array<T> a, u64 start, u64 n, Acc *out) {
 	Acc s = 0;
-	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
-		s += static_cast<Acc>(a.read(start + i));
-	}
+	bam::for_range(a, start, n, [&](u64 j) { s += static_cast<Acc>(a.read(j)); });
 	atomicAdd(out, s);
 }
 

@@ -489,6 +489,15 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq(bam::array<u64> a, u64 n, u64
 	add_sum(out, coalesce ? sum_seq<true>(a, n) : sum_seq<false>(a, n));
 }
 
+// bam_bench_sum_range adds elements [0, n) of a through the cache with
+// bam::for_range (warps take the range a line at a time), as the engine's
+// range operations do.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_range(bam::array<u64> a, u64 n, u64 *out) {
+	u64 s = 0;
+	bam::for_range(a, 0, n, [&](u64 i) { s += a.read(i); });
+	add_sum(out, s);
+}
+
 // bam_bench_sum_lines_perm adds every element of a (2^lines_log2 lines of
 // per_line elements), one warp per line, lines visited in a pseudo-random
 // permutation.

@@ -135,8 +135,10 @@ func (a *arig) sumRun(ctx context.Context, name string, cfg cuda.LaunchConfig, w
 	return d, nil
 }
 
-// coldGather reads the whole array from a cold cache, sequentially
-// (order "seq") or one warp per line in a random line order ("random"),
+// coldGather reads the whole array from a cold cache, sequentially: one
+// element per thread, grid-stride (order "seq"), or a line per warp with
+// bam::for_range ("range"); or one warp per line in a random line order
+// ("random"),
 // and returns the median bytes of lines filled per second, the samples and
 // the fills per line of the array.
 func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce bool) (float64, []float64, float64, error) {
@@ -148,6 +150,9 @@ func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce
 	case "seq":
 		name = kSumSeq
 		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(b2u(coalesce))}
+	case "range":
+		name = kSumRange
+		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n)}
 	case "random":
 		name = kSumLinesPerm
 		args = []cuda.Arg{a.arr.Arg(), cuda.U64(uint64(bits.TrailingZeros64(lines))), cuda.U64(per), cuda.U64(0)}
@@ -298,10 +303,13 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 		}
 		hostCopy[line] = hc
 		ceil := ceilings{H2D: h2d, HostCopy: hostCopy}
-		for _, order := range []string{"seq", "random"} {
+		for _, order := range []string{"seq", "range", "random"} {
 			routes := []gpuengine.FillRoute{gpuengine.RouteAuto, gpuengine.RouteCopyEngine}
-			if line < 4096 {
-				routes = routes[:1] // the copy engine moved 0.1 GB/s of 512-byte lines: minutes per run
+			if line < 4096 || order == "range" {
+				// The copy engine moved 0.1 GB/s of 512-byte lines:
+				// minutes per run; the range order measures the work
+				// assignment, on the default route.
+				routes = routes[:1]
 			}
 			for _, route := range routes {
 				if err := a.arr.SetFillRoute(route); err != nil {
@@ -412,7 +420,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	if len(failed) > 0 {
 		c1.Params["failed"] = failed
 	}
-	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); random: one warp per line, lines in a pseudo-random permutation, every element read"
+	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); range: the same elements in order, warps taking them a line at a time (bam::for_range, as the engine's ReadRange, Sum and Gather do); random: one warp per line, lines in a pseudo-random permutation, every element read"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
 	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()

@@ -32,6 +32,7 @@ const (
 	kRoundTrip     = "bam_bench_roundtrip"
 	kSumSeq        = "bam_bench_sum_seq"
 	kSumLinesPerm  = "bam_bench_sum_lines_perm"
+	kSumRange      = "bam_bench_sum_range"
 	kLookupArray   = "bam_bench_lookup_array"
 	kLookupPlain   = "bam_bench_lookup_plain"
 	kLookupSkewed  = "bam_bench_lookup_skewed"

@@ -18,7 +18,9 @@
 // of a thread, so a thread walking a neighbour list touches the cache
 // metadata once per line instead of once per element (BaM §7.2.2), and its
 // span(i) returns the held line's elements (bam::line_span<T>) for a loop
-// of plain loads, the fastest way to walk a run.
+// of plain loads, the fastest way to walk a run. for_range shares a pass
+// over consecutive positions out to warps a line at a time, so that a cold
+// pass keeps a line in flight per warp.
 //
 // Requirements: T is trivially copyable of size 1, 2, 4, 8 or 16 bytes, the
 // element size the host created the array with (the host checks this when
@@ -379,6 +381,43 @@ class array {
 		if (s.ok && g.is_leader()) cache::release(f.recs, s.way, g.count, true);
 	}
 };
+
+// for_range calls f(i) for every i in [start, start + n), the positions
+// of a pass over array a (its indices, or the positions of an index list
+// whose elements a holds). Every thread of the launch calls it with the
+// same arguments; the grid's warps share the range out in chunks: runs of
+// consecutive positions, a power of two between 32 and a's elements per
+// line, aligned so that a chunk never straddles a line, handed out
+// grid-stride. A warp's lanes call f together with 32 consecutive
+// positions at a time, so f may be a warp-coalesced access such as
+// a.read(i).
+//
+// Use it, rather than one position per thread grid-stride, for passes
+// over consecutive elements that may miss: each warp then fills a line of
+// its own, and the lines in flight are as many as the warps. A pass of
+// one position per thread has in flight only the lines of one grid step,
+// each filled by one warp while the other warps that share it wait (on an
+// H200, 8-byte elements and 4 KiB lines: 264 lines, about 1 MiB, 16
+// warps per line; a cold sequential read then moved 12 GB/s). Chunks
+// shrink for ranges shorter than a line per warp, so every warp has work.
+template <typename T, typename F>
+__device__ __forceinline__ void for_range(const array<T> &a, u64 start, u64 n, F f) {
+	if (n == 0) return;
+	const u64 warps = grid_threads() >> 5;
+	const u64 want = (n + warps - 1) / warps;  // positions per warp
+	const u64 per = a.elems_per_line();
+	u32 sh = 5;
+	while ((1ull << sh) < want && (1ull << sh) < per) sh++;
+	const u32 lane = threadIdx.x & 31;
+	const u64 end = start + n;
+	const u64 first = start >> sh;
+	const u64 chunks = ((end - 1) >> sh) - first + 1;
+	for (u64 k = global_thread_id() >> 5; k < chunks; k += warps) {
+		const u64 lo = max((first + k) << sh, start);
+		const u64 hi = min((first + k + 1) << sh, end);
+		for (u64 i = lo + lane; i < hi; i += 32) f(i);
+	}
+}
 
 // ref_drop gives back the lines the lanes of mask hold (held, way): the
 // lanes holding the same way release it with one atomic.
