@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,6 +30,14 @@ extern "C" __global__ void sum(bam::array<float> a, unsigned long long n, double
 	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
 	     i += (unsigned long long)gridDim.x * blockDim.x)
 		s += a[i];
+	atomicAdd(out, s);
+}
+extern "C" __global__ void BAM_ARRAY_BOUNDS scale_range(bam::array<float> a, unsigned long long lo, unsigned long long n, float k) {
+	bam::for_range(a, lo, n, [&](bam::u64 i) { a.write(i, a[i] * k); });
+}
+extern "C" __global__ void BAM_ARRAY_BOUNDS sum_range(bam::array<float> a, unsigned long long lo, unsigned long long n, double *out) {
+	double s = 0;
+	bam::for_range(a, lo, n, [&](bam::u64 i) { s += a[i]; });
 	atomicAdd(out, s);
 }
 extern "C" __global__ void past_end(bam::array<float> a) {
@@ -531,5 +540,79 @@ func TestGPUArrayRefSpans(t *testing.T) {
 	}
 	if _, err := launch(0); err != nil {
 		t.Fatalf("walk_spans after the failed launch: %v", err)
+	}
+}
+
+// TestGPUForRange runs bam::for_range passes from a user kernel over
+// ranges that start and end inside lines, through a cache a quarter of the
+// array, with grids of few warps (a line per chunk) and of many (chunks
+// down to 32 elements).
+func TestGPUForRange(t *testing.T) {
+	ctx, s := gpuStore(t)
+	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
+	a, err := array.Create[float32](ctx, s, "x", n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(i%997) + 0.25
+	}
+	if err := a.WriteRange(ctx, 0, vals); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.Compile(s, "range.cu", scaleSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := gpu.NewBuffer(s, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	want := slices.Clone(vals)
+	for _, c := range []struct {
+		lo, n uint64
+		grid  gpu.Dims
+		k     float32
+	}{
+		{1000, n - 1000 - 77, gpu.Dims{Grid: 8, Block: 256}, 3}, // 64 warps: a line per chunk
+		{5, n - 5, gpu.Grid(n, 256), 0.5},                       // a warp per 32 elements
+		{123457, 1000, gpu.Dims{Grid: 132 * 4, Block: 256}, 2},  // a short range: 32-element chunks
+		{n - 40, 40, gpu.Dims{Grid: 1, Block: 32}, 5},           // one warp, the array's end
+	} {
+		if err := m.Launch(ctx, "scale_range", c.grid, a, c.lo, c.n, c.k); err != nil {
+			t.Fatalf("scale_range(%d, %d): %v", c.lo, c.n, err)
+		}
+		for i := c.lo; i < c.lo+c.n; i++ {
+			want[i] *= c.k
+		}
+		var wantSum float64
+		for _, v := range want[c.lo : c.lo+c.n] {
+			wantSum += float64(v)
+		}
+		b := make([]byte, 8)
+		if err := out.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Launch(ctx, "sum_range", c.grid, a, c.lo, c.n, out); err != nil {
+			t.Fatalf("sum_range(%d, %d): %v", c.lo, c.n, err)
+		}
+		if err := out.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		if got := math.Float64frombits(binary.LittleEndian.Uint64(b)); math.Abs(got-wantSum) > 1e-6*math.Abs(wantSum) {
+			t.Fatalf("sum_range(%d, %d) = %v, want %v", c.lo, c.n, got, wantSum)
+		}
+	}
+	got := make([]float32, n)
+	if err := a.ReadRange(ctx, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("element %d = %v, want %v (%v before the passes)", i, got[i], want[i], vals[i])
+		}
 	}
 }
