@@ -84,25 +84,33 @@ func TestCPUStoreRefusesKernels(t *testing.T) {
 	}
 }
 
-func TestGPUUserKernel(t *testing.T) {
-	ctx, s := gpuStore(t)
-	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
-	a, err := array.Create[float32](ctx, s, "x", n, nil)
+// floatsWithKernels creates array "x" of n float32 values, value(i) at
+// index i, written through the array API, and compiles scaleSrc.
+func floatsWithKernels(ctx context.Context, t *testing.T, s *bam.Store, n int, value func(i int) float32) (*array.Array[float32], []float32, *gpu.Module) {
+	t.Helper()
+	a, err := array.Create[float32](ctx, s, "x", uint64(n), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vals := make([]float32, n)
 	for i := range vals {
-		vals[i] = float32(i%1000) + 0.5
+		vals[i] = value(i)
 	}
 	if err := a.WriteRange(ctx, 0, vals); err != nil {
 		t.Fatal(err)
 	}
-	m, err := gpu.Compile(s, "user.cu", scaleSrc)
+	m, err := gpu.Compile(s, "scale.cu", scaleSrc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return a, vals, m
+}
+
+func TestGPUUserKernel(t *testing.T) {
+	ctx, s := gpuStore(t)
+	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
+	a, vals, m := floatsWithKernels(ctx, t, s, n, func(i int) float32 { return float32(i%1000) + 0.5 })
 	if err := m.Launch(ctx, "scale", gpu.Grid(n, 256), a, uint64(n), float32(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -550,22 +558,7 @@ func TestGPUArrayRefSpans(t *testing.T) {
 func TestGPUForRange(t *testing.T) {
 	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
-	a, err := array.Create[float32](ctx, s, "x", n, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := make([]float32, n)
-	for i := range vals {
-		vals[i] = float32(i%997) + 0.25
-	}
-	if err := a.WriteRange(ctx, 0, vals); err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.Compile(s, "range.cu", scaleSrc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	a, vals, m := floatsWithKernels(ctx, t, s, n, func(i int) float32 { return float32(i%997) + 0.25 })
 	out, err := gpu.NewBuffer(s, 8)
 	if err != nil {
 		t.Fatal(err)
