@@ -553,8 +553,8 @@ func TestGPUArrayRefSpans(t *testing.T) {
 
 // TestGPUForRange runs bam::for_range passes from a user kernel over
 // ranges that start and end inside lines, through a cache a quarter of the
-// array, with grids of few warps (a line per chunk) and of many (chunks
-// down to 32 elements).
+// array, with grids of few warps (a line per chunk), of many (chunks down
+// to 32 elements) and with blocks of partial warps.
 func TestGPUForRange(t *testing.T) {
 	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
@@ -574,6 +574,7 @@ func TestGPUForRange(t *testing.T) {
 		{5, n - 5, gpu.Grid(n, 256), 0.5},                       // a warp per 32 elements
 		{123457, 1000, gpu.Dims{Grid: 132 * 4, Block: 256}, 2},  // a short range: 32-element chunks
 		{n - 40, 40, gpu.Dims{Grid: 1, Block: 32}, 5},           // one warp, the array's end
+		{77, 100000, gpu.Dims{Grid: 7, Block: 48}, 1.5},         // partial warps: one position per thread
 	} {
 		if err := m.Launch(ctx, "scale_range", c.grid, a, c.lo, c.n, c.k); err != nil {
 			t.Fatalf("scale_range(%d, %d): %v", c.lo, c.n, err)

@@ -400,22 +400,32 @@ class array {
 // H200, 8-byte elements and 4 KiB lines: 264 lines, about 1 MiB, 16
 // warps per line; a cold sequential read then moved 12 GB/s). Chunks
 // shrink for ranges shorter than a line per warp, so every warp has work.
+// The grid is one-dimensional (global_thread_id); blocks whose size is not
+// a multiple of 32 have partial warps, and get one position per thread,
+// grid-stride.
 template <typename T, typename F>
 __device__ __forceinline__ void for_range(const array<T> &a, u64 start, u64 n, F f) {
 	if (n == 0) return;
-	const u64 warps = grid_threads() >> 5;
-	const u64 want = (n + warps - 1) / warps;  // positions per warp
-	const u64 per = a.elems_per_line();
-	u32 sh = 5;
-	while ((1ull << sh) < want && (1ull << sh) < per) sh++;
-	const u32 lane = threadIdx.x & 31;
+	// Partial warps: every thread a "warp" of one lane, chunks of one
+	// position. One loop serves both cases, so f is inlined once.
+	const bool whole = (blockDim.x & 31) == 0;
+	const u64 warps = whole ? grid_threads() >> 5 : grid_threads();
+	const u32 lane = whole ? threadIdx.x & 31 : 0;
+	const u32 step = whole ? 32 : 1;
+	u32 sh = 0;
+	if (whole) {
+		const u64 want = (n + warps - 1) / warps;  // positions per warp
+		const u64 per = a.elems_per_line();
+		sh = 5;
+		while ((1ull << sh) < want && (1ull << sh) < per) sh++;
+	}
 	const u64 end = start + n;
 	const u64 first = start >> sh;
 	const u64 chunks = ((end - 1) >> sh) - first + 1;
-	for (u64 k = global_thread_id() >> 5; k < chunks; k += warps) {
+	for (u64 k = whole ? global_thread_id() >> 5 : global_thread_id(); k < chunks; k += warps) {
 		const u64 lo = max((first + k) << sh, start);
 		const u64 hi = min((first + k + 1) << sh, end);
-		for (u64 i = lo + lane; i < hi; i += 32) f(i);
+		for (u64 i = lo + lane; i < hi; i += step) f(i);
 	}
 }
 
