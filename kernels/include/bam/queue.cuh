@@ -125,44 +125,78 @@ __device__ __forceinline__ u64 result_of(uint4 e) {
 	       (static_cast<u64>(e.w >> 17) << V::ResultStatusShift);
 }
 
+// deliver_one hands one completion to its CID record: the result, then
+// the state Done (or Free, if its submitter abandoned it).
+__device__ __forceinline__ void deliver_one(const queue_desc &q, uint4 e) {
+	const u64 cid = e.w & 0xffffu;
+	if (cid >= q.depth) return;
+	detail::st_relaxed_gpu(cid_record(q, cid) + V::CIDResultOffset / 8, result_of(e));
+	detail::fence_acq_rel_gpu();
+	const u64 prev = atomicCAS(reinterpret_cast<unsigned long long *>(cid_record(q, cid) + V::CIDStateOffset / 8),
+	                           static_cast<unsigned long long>(V::CIDInFlight), static_cast<unsigned long long>(V::CIDDone));
+	if (prev == V::CIDAbandoned) {
+		// Late completion of a command whose submitter gave up: the slot
+		// is free again.
+		detail::st_release_gpu(cid_record(q, cid) + V::CIDStateOffset / 8, static_cast<u64>(V::CIDFree));
+	}
+}
+
 // harvest drains valid completions at the CQ head if the head lock is free.
 // For each: the result goes into the CID record and the CID turns Done (or
 // Free, if its submitter abandoned it). Then the CQ doorbell is rung once and
 // the SQ head moves to the last SQHD, opening the turns of the slots passed.
 // Returns the number of completions taken. When one of them is CID want
-// (~0 for none), its result goes to *mine as well, so that a waiter that
-// harvested its own completion need not load it back from its CID record.
+// (~0 for none), its result goes to *mine instead of its CID record, whose
+// state stays InFlight: the waiter that harvested its own completion
+// returns it at once and retires the CID (a difference from vq, whose
+// harvester delivers every completion).
+//
+// The costs that shape it (H200, one thread; bench/experiments/qd1_target.cu):
+// a 16-byte load of the CQ takes 1.3 us, and loads of one 128-byte line
+// from one thread are served one after the other, so eight entries cost
+// 5.8 us against 2.8 us for eight lines. So when at most one command is
+// outstanding (the ticket counter is one ahead of the head), its entry is
+// read alone, with acquire ordering: queue depth 1 then waits for one load,
+// not eight. Otherwise entries are read in windows of harvest_window, all
+// in flight together (one poll finds a batch under load), and delivered in
+// three passes (results, one fence, state changes) so that their stores
+// and CASes are in flight together too.
 __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 	u64 *lock = word(q, V::HeadLockOffset);
-	if (detail::ld_relaxed_gpu(lock) != 0 || atomicCAS(reinterpret_cast<unsigned long long *>(lock), 0ull, 1ull) != 0) {
+	if (detail::ld_relaxed_gpu(lock) != 0 || detail::cas_acquire_gpu(lock, 0ull, 1ull) != 0) {
 		return 0;
 	}
-	__threadfence();
 	const u64 mask = q.depth - 1;
 	const u32 sh = shift(q);
 	const u64 head = detail::ld_relaxed_gpu(word(q, V::CQHeadOffset));
+	const u64 tickets = detail::ld_relaxed_gpu(word(q, V::TicketOffset));
 	const u32 *cq = reinterpret_cast<const u32 *>(q.cq);
 	u32 n = 0;
 	u32 last_sqhd = 0;
-	// Entries are read in windows of harvest_window with one 16-byte load
-	// each, all in flight together: one PCIe round trip per window rather
-	// than several per entry. The entries of a window are then delivered
-	// in three passes (results, one fence, state changes) so that their
-	// stores and CASes are in flight together too: a fence per entry made
-	// each delivery wait for the previous one's CAS, and the holder of the
-	// head lock spent about a microsecond per completion. (A separate
-	// path for a lone completion, the per-entry code of before, won back
-	// 0.5-1 us of QD1 latency but made the taxi queries 15-40% slower:
-	// measured, not kept.)
+	if (tickets <= head + 1) {
+		// At most one command outstanding: its entry alone, one load.
+		const uint4 first = detail::ld_cqe_acquire(cq + (head & mask) * 4);
+		if (!posted(first.w, head, sh)) {
+			detail::st_release_gpu(lock, 0ull);
+			return 0;
+		}
+		if ((first.w & 0xffffu) == want) {
+			*mine = result_of(first);
+		} else {
+			deliver_one(q, first);
+		}
+		n = 1;
+		last_sqhd = first.z & 0xffffu;
+	}
 	constexpr u32 harvest_window = 8;
-	for (;;) {
+	while (tickets > head + n && n < mask) {
 		uint4 e[harvest_window];
 #pragma unroll
 		for (u32 k = 0; k < harvest_window; k++) e[k] = detail::ld_cqe(cq + ((head + n + k) & mask) * 4);
-		// Nothing new at the head: no entry is taken, so nothing needs
-		// the fence (the common case of a poll). This looks at the first
-		// entry only, so an empty poll need not wait for the other loads.
-		if (n >= mask || !posted(e[0].w, head + n, sh)) break;
+		// Nothing new at the head (the common case of a poll): this looks
+		// at the first entry only, so an empty poll need not wait for the
+		// other loads.
+		if (!posted(e[0].w, head + n, sh)) break;
 		// m: the new entries at the head of the window, at most mask in
 		// all (a full ring would look empty to the controller).
 		u32 m = 1;
@@ -175,8 +209,11 @@ __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 		for (u32 k = 0; k < harvest_window; k++) {
 			const u64 cid = e[k].w & 0xffffu;
 			if (k < m && cid < q.depth) {
-				detail::st_relaxed_gpu(cid_record(q, cid) + V::CIDResultOffset / 8, result_of(e[k]));
-				if (cid == want) *mine = result_of(e[k]);
+				if (cid == want) {
+					*mine = result_of(e[k]);
+				} else {
+					detail::st_relaxed_gpu(cid_record(q, cid) + V::CIDResultOffset / 8, result_of(e[k]));
+				}
 			}
 		}
 		// Every result before any state change that publishes it.
@@ -186,7 +223,7 @@ __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 		for (u32 k = 0; k < harvest_window; k++) {
 			const u64 cid = e[k].w & 0xffffu;
 			prev[k] = V::CIDInFlight;
-			if (k < m && cid < q.depth) {
+			if (k < m && cid < q.depth && cid != want) {
 				prev[k] = atomicCAS(reinterpret_cast<unsigned long long *>(cid_record(q, cid) + V::CIDStateOffset / 8),
 				                    static_cast<unsigned long long>(V::CIDInFlight),
 				                    static_cast<unsigned long long>(V::CIDDone));
@@ -195,8 +232,6 @@ __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 #pragma unroll
 		for (u32 k = 0; k < harvest_window; k++) {
 			if (prev[k] == V::CIDAbandoned) {
-				// Late completion of a command whose submitter gave up: the
-				// slot is free again.
 				detail::st_release_gpu(cid_record(q, e[k].w & 0xffffu) + V::CIDStateOffset / 8, static_cast<u64>(V::CIDFree));
 			}
 		}
@@ -207,29 +242,36 @@ __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 		n += m;
 		if (m < harvest_window) break;
 	}
-	if (n > 0) {
-		detail::st_relaxed_gpu(word(q, V::CQHeadOffset), head + n);
-		detail::st_release_sys(reinterpret_cast<u32 *>(q.cq_doorbell), static_cast<u32>((head + n) & mask));
-		// Move the SQ head to the last SQHD and open the next turn of every
-		// slot passed.
-		const u64 sqhead = detail::ld_relaxed_gpu(word(q, V::SQHeadOffset));
-		const u64 sqtail = detail::ld_acquire_gpu(word(q, V::SQTailOffset));
-		const u64 delta = (static_cast<u64>(last_sqhd) - sqhead) & mask;
-		if (delta != 0 && delta <= sqtail - sqhead) {
-			// One fence, then plain stores: together a release of every
-			// turn, without a fence per slot.
-			detail::fence_acq_rel_gpu();
-			for (u64 v = sqhead; v < sqhead + delta; v++) {
-				detail::st_relaxed_gpu(turn(q, v & mask), (v >> sh) + 1);
-			}
-			detail::st_relaxed_gpu(word(q, V::SQHeadOffset), sqhead + delta);
-		}
+	if (n == 0) {
+		detail::st_release_gpu(lock, 0ull);
+		return 0;
 	}
-	// The unlock releases, at gpu scope, everything this holder did. As for
-	// the SQ doorbell (flush_tail), that is enough to keep this holder's CQ
-	// doorbell ahead of the next holder's: the next one's system-scope
-	// release comes after it. A release store, not an exchange: nothing
-	// waits for its answer.
+	detail::st_relaxed_gpu(word(q, V::CQHeadOffset), head + n);
+	// The doorbell's value depends on every entry it frees, so the loads
+	// of those entries are done before it is stored: no fence is needed
+	// for the controller. Between holders, the unlock (a gpu-scope release)
+	// and the next holder's acquire order this store before the next
+	// holder's, for the host too (causality order; coherence follows it).
+	detail::st_relaxed_sys(reinterpret_cast<u32 *>(q.cq_doorbell), static_cast<u32>((head + n) & mask));
+	// Move the SQ head to the last SQHD and open the next turn of every
+	// slot passed. The SQ tail read here is at least the one whose doorbell
+	// the controller had seen when it posted these entries: the flusher
+	// stored it before its doorbell's system-scope release, and the
+	// entries were read with acquire ordering.
+	const u64 sqhead = detail::ld_relaxed_gpu(word(q, V::SQHeadOffset));
+	const u64 sqtail = detail::ld_relaxed_gpu(word(q, V::SQTailOffset));
+	const u64 delta = (static_cast<u64>(last_sqhd) - sqhead) & mask;
+	if (delta != 0 && delta <= sqtail - sqhead) {
+		// One fence, then plain stores: together a release of every
+		// turn, without a fence per slot.
+		detail::fence_acq_rel_gpu();
+		for (u64 v = sqhead; v < sqhead + delta; v++) {
+			detail::st_relaxed_gpu(turn(q, v & mask), (v >> sh) + 1);
+		}
+		detail::st_relaxed_gpu(word(q, V::SQHeadOffset), sqhead + delta);
+	}
+	// The unlock releases, at gpu scope, everything this holder did. A
+	// release store, not an exchange: nothing waits for its answer.
 	detail::st_release_gpu(lock, 0ull);
 	return n;
 }
@@ -245,9 +287,14 @@ __device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket) {
 	const u64 next = t + 1;
 	detail::backoff b;
 	for (u32 i = 0;; i++) {
-		if (detail::ld_acquire_gpu(turn(q, pos)) == (t >> sh) &&
-		    detail::ld_acquire_gpu(cid_record(q, pos) + V::CIDStateOffset / 8) == V::CIDFree &&
-		    detail::ld_acquire_gpu(turn(q, next & mask)) >= (next >> sh)) {
+		// The three words are read together (relaxed) and acquired by one
+		// fence once they all say go: three acquire loads one after the
+		// other cost about 0.25 us more.
+		const u64 own_turn = detail::ld_relaxed_gpu(turn(q, pos));
+		const u64 cid_state = detail::ld_relaxed_gpu(cid_record(q, pos) + V::CIDStateOffset / 8);
+		const u64 next_turn = detail::ld_relaxed_gpu(turn(q, next & mask));
+		if (own_turn == (t >> sh) && cid_state == V::CIDFree && next_turn >= (next >> sh)) {
+			detail::fence_acq_rel_gpu();
 			break;
 		}
 		u64 unused;
@@ -268,13 +315,17 @@ __device__ inline void flush_tail(const queue_desc &q) {
 	const u64 mask = q.depth - 1;
 	u64 *lock = word(q, V::TailLockOffset);
 	for (;;) {
-		if (atomicCAS(reinterpret_cast<unsigned long long *>(lock), 0ull, 1ull) != 0) return;
-		__threadfence();
+		// An acquire CAS: the previous holder's SQ tail without a fence.
+		if (detail::cas_acquire_gpu(lock, 0ull, 1ull) != 0) return;
 		const u64 start = detail::ld_relaxed_gpu(word(q, V::SQTailOffset));
 		u64 tail = start;
 		while (detail::ld_acquire_gpu(marker(q, tail & mask)) == tail + 1) tail++;
 		if (tail != start) {
-			detail::st_release_gpu(word(q, V::SQTailOffset), tail);
+			// The tail word is read by the next holder (through the lock)
+			// and by harvesters (through the doorbell and the
+			// completions), so a relaxed store before the doorbell's
+			// release is enough.
+			detail::st_relaxed_gpu(word(q, V::SQTailOffset), tail);
 			// Cumulativity: the submitters released their markers after
 			// writing their SQEs, we acquired the markers, and this
 			// system-scope release orders all of those SQEs before the
