@@ -84,22 +84,23 @@ func TestCPUStoreRefusesKernels(t *testing.T) {
 	}
 }
 
-// floatsWithKernels creates array "x" of n float32 values, value(i) at
-// index i, written through the array API, and compiles scaleSrc.
-func floatsWithKernels(ctx context.Context, t *testing.T, s *bam.Store, n int, value func(i int) float32) (*array.Array[float32], []float32, *gpu.Module) {
+// arrayWithKernels creates array name of n elements, value(i) at index i,
+// written through the array API, and compiles src (named file); the module
+// is closed when the test ends.
+func arrayWithKernels[T any](ctx context.Context, t *testing.T, s *bam.Store, name string, n int, value func(i int) T, file, src string) (*array.Array[T], []T, *gpu.Module) {
 	t.Helper()
-	a, err := array.Create[float32](ctx, s, "x", uint64(n), nil)
+	a, err := array.Create[T](ctx, s, name, uint64(n), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals := make([]float32, n)
+	vals := make([]T, n)
 	for i := range vals {
 		vals[i] = value(i)
 	}
 	if err := a.WriteRange(ctx, 0, vals); err != nil {
 		t.Fatal(err)
 	}
-	m, err := gpu.Compile(s, "scale.cu", scaleSrc)
+	m, err := gpu.Compile(s, file, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func floatsWithKernels(ctx context.Context, t *testing.T, s *bam.Store, n int, v
 func TestGPUUserKernel(t *testing.T) {
 	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
-	a, vals, m := floatsWithKernels(ctx, t, s, n, func(i int) float32 { return float32(i%1000) + 0.5 })
+	a, vals, m := arrayWithKernels(ctx, t, s, "x", n, func(i int) float32 { return float32(i%1000) + 0.5 }, "scale.cu", scaleSrc)
 	if err := m.Launch(ctx, "scale", gpu.Grid(n, 256), a, uint64(n), float32(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -247,22 +248,7 @@ extern "C" __global__ void hold_lines(bam::array<unsigned> a, u64 first, u64 sec
 func TestGPUHeldLinesOutnumberWays(t *testing.T) {
 	ctx, s := gpuStore(t)
 	const lines, perLine = 512, 1024 // 4 KiB lines of uint32; the 1 MiB cache has 32 sets of 8 ways
-	vals := make([]uint32, lines*perLine)
-	for i := range vals {
-		vals[i] = uint32(i % 977)
-	}
-	a, err := array.Create[uint32](ctx, s, "held", uint64(len(vals)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.WriteRange(ctx, 0, vals); err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.Compile(s, "hold.cu", holdSrc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	a, vals, m := arrayWithKernels(ctx, t, s, "held", lines*perLine, func(i int) uint32 { return uint32(i % 977) }, "hold.cu", holdSrc)
 	out, err := gpu.NewBuffer(s, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -490,22 +476,7 @@ extern "C" __global__ void walk_spans(bam::array<unsigned> a, u64 n, u64 per_war
 func TestGPUArrayRefSpans(t *testing.T) {
 	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB of uint32 through a 1 MiB cache
-	vals := make([]uint32, n)
-	for i := range vals {
-		vals[i] = uint32(uint64(i)*40503>>3) % 7919
-	}
-	a, err := array.Create[uint32](ctx, s, "spans", n, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.WriteRange(ctx, 0, vals); err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.Compile(s, "spans.cu", spanSrc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	a, vals, m := arrayWithKernels(ctx, t, s, "spans", n, func(i int) uint32 { return uint32(uint64(i)*40503>>3) % 7919 }, "spans.cu", spanSrc)
 	out, err := gpu.NewBuffer(s, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -558,7 +529,7 @@ func TestGPUArrayRefSpans(t *testing.T) {
 func TestGPUForRange(t *testing.T) {
 	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
-	a, vals, m := floatsWithKernels(ctx, t, s, n, func(i int) float32 { return float32(i%997) + 0.25 })
+	a, vals, m := arrayWithKernels(ctx, t, s, "x", n, func(i int) float32 { return float32(i%997) + 0.25 }, "scale.cu", scaleSrc)
 	out, err := gpu.NewBuffer(s, 8)
 	if err != nil {
 		t.Fatal(err)
