@@ -668,7 +668,7 @@ func genOf(c *Cache, tag uint64) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	return atomic.LoadUint32(c.r.gen(g)), true
+	return wordGen(atomic.LoadUint64(c.r.tag(g))), true
 }
 
 // TestGenerationParity follows one way's generation through a fill in

@@ -1,6 +1,9 @@
 package gpucache
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Errors returned by the package wrap one of these (and,
 // for storage failures, the backend's own error as well), so callers branch
@@ -10,7 +13,8 @@ var (
 	// range.
 	ErrInvalidConfig = errors.New("gpucache: invalid configuration")
 
-	// ErrInvalidTag is returned for TagEmpty or a line index that does not
+	// ErrInvalidTag is returned for a tag that does not fit the tag field
+	// (TagMask and above, TagEmpty among them) or a line index that does not
 	// fit a tag.
 	ErrInvalidTag = errors.New("gpucache: invalid tag")
 
@@ -43,3 +47,8 @@ var (
 	// drop is referenced or busy.
 	ErrLineInUse = errors.New("gpucache: line in use")
 )
+
+// invalidTag is the error for a tag outside the tag field.
+func invalidTag(tag uint64) error {
+	return fmt.Errorf("%w: %#x: tags are below %#x (%d bits, all ones reserved for an unused slot)", ErrInvalidTag, tag, uint64(TagMask), TagBits)
+}

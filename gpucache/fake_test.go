@@ -183,8 +183,8 @@ func (c *Cache) checkSets(ctx context.Context) error {
 		var err error
 		base := uintptr(set) * uintptr(c.cfg.Ways)
 		for g := base; g < base+uintptr(c.cfg.Ways) && err == nil; g++ {
-			for _, t := range []uint64{atomic.LoadUint64(c.r.wbTag(g)), atomic.LoadUint64(c.r.tag(g))} {
-				if t == TagEmpty {
+			for _, t := range []uint64{atomic.LoadUint64(c.r.wbTag(g)), wordTag(atomic.LoadUint64(c.r.tag(g)))} {
+				if t == TagEmpty || t == TagMask {
 					continue
 				}
 				if SetIndex(t, c.cfg.Sets) != set {
@@ -196,7 +196,7 @@ func (c *Cache) checkSets(ctx context.Context) error {
 				seen[t] = g
 			}
 			s := atomic.LoadUint32(c.r.state(g))
-			if s&StateValid != 0 && atomic.LoadUint64(c.r.tag(g)) == TagEmpty {
+			if s&StateValid != 0 && wordTag(atomic.LoadUint64(c.r.tag(g))) == TagMask {
 				err = fmt.Errorf("set %d way %d valid with the empty tag (state %#x)", set, g, s)
 			}
 		}

@@ -66,7 +66,7 @@ func (c *Cache) Flush(ctx context.Context) error {
 			if wb := atomic.LoadUint64(c.r.wbTag(g)); wb != TagEmpty {
 				pending = append(pending, pendingLine{set, g, wb})
 			}
-			t := atomic.LoadUint64(c.r.tag(g))
+			t := wordTag(atomic.LoadUint64(c.r.tag(g)))
 			s := atomic.LoadUint32(c.r.state(g))
 			if s&StateValid == 0 || s&StateDirty == 0 {
 				continue
@@ -135,7 +135,7 @@ func (c *Cache) flushPending(ctx context.Context, p pendingLine) error {
 			return fmt.Errorf("gpucache: flush line %#x: %w", p.tag, err)
 		}
 		wb := atomic.LoadUint64(c.r.wbTag(p.g))
-		t := atomic.LoadUint64(c.r.tag(p.g))
+		t := wordTag(atomic.LoadUint64(c.r.tag(p.g)))
 		s := atomic.LoadUint32(c.r.state(p.g))
 		switch {
 		case wb == p.tag:
@@ -169,8 +169,8 @@ func (c *Cache) flushPending(ctx context.Context, p pendingLine) error {
 // first if it is dirty. It returns nil if the line is not resident and
 // ErrLineInUse if it is referenced or busy.
 func (c *Cache) Invalidate(ctx context.Context, tag uint64) error {
-	if tag == TagEmpty {
-		return fmt.Errorf("%w: %#x is the reserved empty tag", ErrInvalidTag, tag)
+	if tag >= TagMask {
+		return invalidTag(tag)
 	}
 	set := c.setOf(tag)
 	w := c.newWaiter()
@@ -206,7 +206,7 @@ func (c *Cache) Invalidate(ctx context.Context, tag uint64) error {
 			}
 			continue // clean now; drop it on the next pass
 		}
-		atomic.StoreUint64(c.r.tag(g), TagEmpty)
+		c.r.clearTag(g)
 		atomic.AndUint32(c.r.state(g), ^uint32(StateValid|StateDirty|StateBusy))
 		c.unlockSet(set)
 		return nil

@@ -36,8 +36,12 @@ func TestLayoutGeometry(t *testing.T) {
 	if SetHandOffset < SetLockOffset+4 || SetHandOffset+4 > SetStride {
 		t.Error("set record fields overlap or overflow")
 	}
-	if WayClockOffset < WayStateOffset+4 || WayStatusOffset < WayClockOffset+4 || WayStatusOffset+4 > WayStride {
+	if WayStatusOffset < WayStateOffset+4 || WayStatusOffset+4 > WayStride {
 		t.Error("way record fields overlap or overflow")
+	}
+	if TagMask>>TagBits != 0 || TagWordClock&TagMask != 0 || TagWordClockBit >= TagWordGenShift || TagWordGenShift+TagWordGenBits != 64 ||
+		TagNamespaceShift+TagNamespaceBits != TagBits || TagEmpty&TagMask != TagMask {
+		t.Error("tag word fields overlap or do not fill the word")
 	}
 	if StateDirty|StateBusy|StateValid|StateRefMask != 0xFFFFFFFF || (StateDirty|StateBusy|StateValid)&StateRefMask != 0 {
 		t.Error("state bits and reference count do not partition the word")

@@ -78,30 +78,59 @@ func (r *region) state(g uintptr) *uint32 {
 	return (*uint32)(unsafe.Add(r.base, r.wayrec+g*WayStride+WayStateOffset))
 }
 
-func (r *region) clock(g uintptr) *uint32 {
-	return (*uint32)(unsafe.Add(r.base, r.wayrec+g*WayStride+WayClockOffset))
-}
-
 func (r *region) status(g uintptr) *uint32 {
 	return (*uint32)(unsafe.Add(r.base, r.wayrec+g*WayStride+WayStatusOffset))
 }
 
-func (r *region) gen(g uintptr) *uint32 {
-	return (*uint32)(unsafe.Add(r.base, r.wayrec+g*WayStride+WayGenOffset))
+// Tag words. tag(g) is way g's tag word: its tag (wordTag), its clock
+// reference bit and its generation (wordGen; doc.go, Reads without
+// references). Only the way's BUSY owner or the holder of its set's lock
+// changes the tag or the generation; anyone may set or clear the clock bit
+// with an atomic or/and at any time. The owner's plain stores (install,
+// restore) may therefore lose a concurrent change of the clock bit, which
+// costs at most one second chance of the clock policy.
+
+// wordTag is the tag field of tag word w (TagMask in an unused slot).
+func wordTag(w uint64) uint64 { return w & TagMask }
+
+// wordGen is the generation of tag word w.
+func wordGen(w uint64) uint32 { return uint32(w >> TagWordGenShift) }
+
+// sameLine reports whether tag words a and b name the same tag at the same
+// generation (their clock bits may differ).
+func sameLine(a, b uint64) bool { return (a^b)&^TagWordClock == 0 }
+
+// install gives way g the tag with an odd generation, changed even when it
+// was odd already (the last fill failed), and a clear clock bit (a new line
+// earns its second chance only by a hit; measured: zipf hit ratio 0.777 vs
+// 0.758 with the bit set). One store, before any store to the line.
+func (r *region) install(g uintptr, tag uint64) {
+	p := r.tag(g)
+	v := wordGen(atomic.LoadUint64(p))
+	atomic.StoreUint64(p, uint64(v+1+v&1)<<TagWordGenShift|tag)
 }
 
-// genClaim makes way g's generation odd, changing it even when it is odd
-// already (the last fill failed); genPublish makes it even again. Only the
-// way's BUSY owner calls them (doc.go, Reads without references).
-func (r *region) genClaim(g uintptr) {
-	p := r.gen(g)
-	v := atomic.LoadUint32(p)
-	atomic.StoreUint32(p, v+1+v&1)
+// publish makes way g's generation even again once the line holds its
+// tag's complete data.
+func (r *region) publish(g uintptr) { atomic.AddUint64(r.tag(g), 1<<TagWordGenShift) }
+
+// restore gives way g, claimed by install, its old tag back with an even
+// generation: the line still holds that tag's data, untouched.
+func (r *region) restore(g uintptr, tag uint64) {
+	p := r.tag(g)
+	v := wordGen(atomic.LoadUint64(p))
+	atomic.StoreUint64(p, uint64(v+1)<<TagWordGenShift|tag)
 }
 
-func (r *region) genPublish(g uintptr) {
-	atomic.AddUint32(r.gen(g), 1)
-}
+// clearTag empties way g's tag field, keeping its generation, so that a
+// later install of any tag still changes the word.
+func (r *region) clearTag(g uintptr) { atomic.OrUint64(r.tag(g), TagMask) }
+
+// referenced reads way g's clock bit; setReferenced and clearReferenced
+// change only that bit.
+func (r *region) referenced(g uintptr) bool { return atomic.LoadUint64(r.tag(g))&TagWordClock != 0 }
+func (r *region) setReferenced(g uintptr)   { atomic.OrUint64(r.tag(g), TagWordClock) }
+func (r *region) clearReferenced(g uintptr) { atomic.AndUint64(r.tag(g), ^uint64(TagWordClock)) }
 
 // refs is the reference count held in state word s.
 func refs(s uint32) uint32 { return s & StateRefMask }

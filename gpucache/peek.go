@@ -8,8 +8,8 @@ import (
 
 // Snapshot identifies what Peek saw of a way, for Valid.
 type Snapshot struct {
-	g   uintptr
-	gen uint32
+	g    uintptr
+	word uint64
 }
 
 // Peek finds tag among the resident lines without taking a reference: it
@@ -28,55 +28,50 @@ type Snapshot struct {
 // itself is an unsynchronised read, callers use Peek only in builds without
 // the race detector.
 func (c *Cache) Peek(tag uint64) (line []byte, s Snapshot, ok bool) {
+	if tag >= TagMask {
+		return nil, Snapshot{}, false
+	}
 	g, found := c.lookup(c.setOf(tag), tag)
 	if !found {
 		return nil, Snapshot{}, false
 	}
-	gen, ok := c.r.seq(g).begin(tag)
+	w, ok := seqBegin(c.r.tag(g), tag)
 	if !ok {
 		return nil, Snapshot{}, false
 	}
-	return c.line(g), Snapshot{g: g, gen: gen}, true
+	return c.line(g), Snapshot{g: g, word: w}, true
 }
 
 // Valid reports whether the bytes read from the line Peek returned for tag
 // are the tag's data: the way was neither claimed for another tag nor made
 // busy since Peek.
 func (c *Cache) Valid(tag uint64, s Snapshot) bool {
-	return c.r.seq(s.g).still(tag, s.gen)
+	return seqStill(c.r.tag(s.g), s.word)
 }
 
-// seqWords are the words of one way that a reader taking no reference
-// checks before and after its copy, as in a sequence lock. The BUSY owner of
-// a way makes its generation odd before it stores a new tag or writes the
-// line, and even again only once the line holds the tag's complete data; a
-// failed fill leaves it odd. So a copy made while the generation was even
-// and unchanged, with the way holding the tag before and after, is the
-// tag's data. Peek, Valid, PeekMany and the device's bam::array reads all
-// follow these two functions.
-type seqWords struct {
-	gen *uint32
-	tag *uint64
-}
-
-func (r *region) seq(g uintptr) seqWords {
-	return seqWords{gen: r.gen(g), tag: r.tag(g)}
-}
-
-// begin returns the way's generation when it is even and the way holds
-// tag: the line may be copied. The generation is read first.
-func (w seqWords) begin(tag uint64) (uint32, bool) {
-	gen := atomic.LoadUint32(w.gen)
-	if gen&1 != 0 || atomic.LoadUint64(w.tag) != tag {
+// seqBegin and seqStill are the two reads of a way's tag word (its tag,
+// clock bit and generation) by a reader that takes no reference, as in a
+// sequence lock. The BUSY owner of a way makes its generation odd in the
+// store that installs a new tag, before it writes the line, and even again
+// only once the line holds the tag's complete data; a failed fill leaves it
+// odd. So a copy made between two reads of the word that show the tag with
+// the same even generation is the tag's data. Peek, Valid, PeekMany and
+// the device's bam::array reads all follow these two functions.
+//
+// seqBegin returns the word when it holds tag at an even generation: the
+// line may be copied.
+func seqBegin(word *uint64, tag uint64) (uint64, bool) {
+	w := atomic.LoadUint64(word)
+	if wordTag(w) != tag || wordGen(w)&1 != 0 {
 		return 0, false
 	}
-	return gen, true
+	return w, true
 }
 
-// still reports whether the way still holds tag and the generation is
-// still gen: what was copied since begin is tag's data.
-func (w seqWords) still(tag uint64, gen uint32) bool {
-	return atomic.LoadUint64(w.tag) == tag && atomic.LoadUint32(w.gen) == gen
+// seqStill reports whether the way still holds what seqBegin saw (w, up to
+// its clock bit): what was copied since is its tag's data.
+func seqStill(word *uint64, w uint64) bool {
+	return sameLine(atomic.LoadUint64(word), w)
 }
 
 // AddPeekHits counts n reads served through Peek as hits.
@@ -88,8 +83,8 @@ func (c *Cache) AddPeekHits(n uint64) {
 
 // PeekMany serves a batch of reads the way Peek and Valid serve one, with
 // the memory accesses of the batch overlapped: it first touches the tag
-// lines of every request's set, then the way records and data of the ways
-// found, and only then copies and validates, so the cache misses of a batch
+// lines of every request's set, then the data of the ways found, and only
+// then copies and validates, so the cache misses of a batch
 // proceed in parallel instead of one dependent chain per request. Request k
 // reads es bytes at byte offs[k] of the line of tags[k] into
 // dst[k*es:(k+1)*es] and sets served[k] when the copy is valid. It returns
@@ -106,8 +101,7 @@ func (c *Cache) PeekMany(tags, offs []uint64, es int, dst []byte, served []bool,
 	offs, served, ways, dst = offs[:n], served[:n], ways[:n], dst[:n*es]
 	var (
 		k       = uintptr(c.cfg.Ways)
-		tagBase = unsafe.Add(c.r.base, c.r.tags)   // tag of way g at g*TagBytes
-		recBase = unsafe.Add(c.r.base, c.r.wayrec) // record of way g at g*WayStride
+		tagBase = unsafe.Add(c.r.base, c.r.tags) // tag word of way g at g*TagBytes
 		data    = unsafe.Pointer(unsafe.SliceData(c.data))
 		shift   = c.shift & 63
 		lineMax = uint64(c.cfg.LineSize) - uint64(es) // largest offset of a whole element
@@ -143,51 +137,50 @@ func (c *Cache) PeekMany(tags, offs []uint64, es int, dst []byte, served []bool,
 			// an all-hit lookup over DRAM; a loop over blocks of eight
 			// loses it again).
 			t := (*[8]uint64)(set)
-			if atomic.LoadUint64(&t[0]) == tag {
+			if wordTag(atomic.LoadUint64(&t[0])) == tag {
 				g = base
 			}
-			if atomic.LoadUint64(&t[1]) == tag {
+			if wordTag(atomic.LoadUint64(&t[1])) == tag {
 				g = base + 1
 			}
-			if atomic.LoadUint64(&t[2]) == tag {
+			if wordTag(atomic.LoadUint64(&t[2])) == tag {
 				g = base + 2
 			}
-			if atomic.LoadUint64(&t[3]) == tag {
+			if wordTag(atomic.LoadUint64(&t[3])) == tag {
 				g = base + 3
 			}
-			if atomic.LoadUint64(&t[4]) == tag {
+			if wordTag(atomic.LoadUint64(&t[4])) == tag {
 				g = base + 4
 			}
-			if atomic.LoadUint64(&t[5]) == tag {
+			if wordTag(atomic.LoadUint64(&t[5])) == tag {
 				g = base + 5
 			}
-			if atomic.LoadUint64(&t[6]) == tag {
+			if wordTag(atomic.LoadUint64(&t[6])) == tag {
 				g = base + 6
 			}
-			if atomic.LoadUint64(&t[7]) == tag {
+			if wordTag(atomic.LoadUint64(&t[7])) == tag {
 				g = base + 7
 			}
 		} else {
 			for w := uintptr(0); w < k; w++ {
-				if atomic.LoadUint64((*uint64)(unsafe.Add(set, w*TagBytes))) == tag {
+				if wordTag(atomic.LoadUint64((*uint64)(unsafe.Add(set, w*TagBytes)))) == tag {
 					g = base + w
 				}
 			}
 		}
-		if g == ^uintptr(0) || offs[i] > lineMax {
+		if g == ^uintptr(0) || offs[i] > lineMax || tag >= TagMask {
 			ways[i] = none
 			continue
 		}
 		ways[i] = g<<shift + uintptr(offs[i])
 	}
-	// Pass 3: touch the records and data of the ways found. The loop is
-	// kept to a few instructions a request so that the processor holds
-	// many of its misses in flight at once, as in a gather from a slice.
+	// Pass 3: touch the data of the ways found. The loop is kept to a few
+	// instructions a request so that the processor holds many of its
+	// misses in flight at once, as in a gather from a slice.
 	for _, at := range ways {
 		if at == none {
 			continue
 		}
-		sink ^= uint64(atomic.LoadUint32((*uint32)(unsafe.Add(recBase, at>>shift*WayStride+WayGenOffset))))
 		sink ^= uint64(*(*byte)(unsafe.Add(data, at)))
 	}
 	// Pass 4: snapshot, copy and validate (everything cached). The loads
@@ -199,13 +192,8 @@ func (c *Cache) PeekMany(tags, offs []uint64, es int, dst []byte, served []bool,
 		if at == none {
 			continue
 		}
-		g := at >> shift
-		rec := unsafe.Add(recBase, g*WayStride)
-		w := seqWords{
-			gen: (*uint32)(unsafe.Add(rec, WayGenOffset)),
-			tag: (*uint64)(unsafe.Add(tagBase, g*TagBytes)),
-		}
-		gen, ok := w.begin(tag)
+		word := (*uint64)(unsafe.Add(tagBase, (at>>shift)*TagBytes))
+		w, ok := seqBegin(word, tag)
 		if !ok {
 			continue
 		}
@@ -226,7 +214,7 @@ func (c *Cache) PeekMany(tags, offs []uint64, es int, dst []byte, served []bool,
 		default:
 			copy(dst[i*es:(i+1)*es], unsafe.Slice((*byte)(src), es))
 		}
-		if w.still(tag, gen) {
+		if seqStill(word, w) {
 			served[i] = true
 			hits++
 		}

@@ -482,17 +482,17 @@ func checkCacheGenerations(t *testing.T, c *lineCache) {
 	tags, ways := gpucache.TagsOffset(N, K), gpucache.WaysOffset(N, K)
 	bad := 0
 	for g := uint64(0); g < uint64(N)*uint64(K); g++ {
-		tag := binary.LittleEndian.Uint64(buf[tags+g*gpucache.TagBytes:])
+		word := binary.LittleEndian.Uint64(buf[tags+g*gpucache.TagBytes:])
+		tag, gen := word&gpucache.TagMask, word>>gpucache.TagWordGenShift
 		rec := buf[ways+g*gpucache.WayStride:]
 		state := binary.LittleEndian.Uint32(rec[gpucache.WayStateOffset:])
-		gen := binary.LittleEndian.Uint32(rec[gpucache.WayGenOffset:])
 		valid := state&gpucache.StateValid != 0
 		switch {
 		case state&(gpucache.StateBusy|gpucache.StateRefMask) != 0:
 			t.Errorf("%d-byte lines, way %d: state %#x busy or referenced on an idle engine", c.lineSize, g, state)
-		case tag == gpucache.TagEmpty && valid:
+		case tag == gpucache.TagMask && valid:
 			t.Errorf("way %d: VALID without a tag", g)
-		case tag != gpucache.TagEmpty && valid != (gen%2 == 0):
+		case tag != gpucache.TagMask && valid != (gen%2 == 0):
 			t.Errorf("way %d: tag %#x, state %#x, generation %d: VALID and an even generation disagree", g, tag, state, gen)
 		default:
 			continue

@@ -8,8 +8,8 @@
 //	}
 //
 // A read (a[i], a.read(i)) that hits takes no reference and no atomic: the
-// lane reads its element between two reads of the way's generation, like a
-// sequence lock (cache::peek_begin, peek_end). Other reads, and writes
+// lane reads its element between two reads of the way's tag word, which
+// holds its generation, like a sequence lock (cache::peek_begin, peek_end). Other reads, and writes
 // (a.write(i, v)), group the lanes of a warp by cache line
 // (bam/coalesce.cuh): the group's leader acquires the line once for the
 // group, a miss is filled by NVMe commands the leader submits
@@ -198,7 +198,7 @@ __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::
 // memory, so a field read through the descriptor at each use would be
 // loaded again after every one of them.
 struct hit_fields {
-	const u64 *tags;
+	u64 *tags;
 	unsigned char *recs;
 	unsigned char *data;
 	u64 sets;
@@ -214,7 +214,7 @@ struct hit_fields {
 
 __device__ __forceinline__ hit_fields load_hit_fields(const array_desc &d) {
 	unsigned char *meta = reinterpret_cast<unsigned char *>(d.cache_meta);
-	return hit_fields{reinterpret_cast<const u64 *>(meta + d.tags_off),
+	return hit_fields{reinterpret_cast<u64 *>(meta + d.tags_off),
 	                  meta + d.ways_off,
 	                  reinterpret_cast<unsigned char *>(d.cache_data),
 	                  d.sets,
@@ -250,7 +250,7 @@ __device__ __forceinline__ cache::probe probe_group(const array_desc &d, const h
 __device__ __forceinline__ void settle_probe(const hit_fields &f, const coalesce::group &g, const cache::probe &p, u32 ok, u64 way) {
 	if (!g.is_leader()) return;
 	if (ok) {
-		cache::mark_hit(f.recs, way);
+		if (!(p.tag_after & cache::word_clock)) cache::mark_hit(f.tags, way);
 	} else {
 		cache::unprobe(f.recs, p, g.count);
 	}
@@ -310,8 +310,8 @@ class array {
 	// read returns element i (T{} after a recorded failure).
 	//
 	// A hit takes no reference and no atomic: each lane finds its line's
-	// way, loads its element between two reads of the way's generation, and
-	// keeps it when the generation and tag are unchanged (cache::peek_begin,
+	// way, loads its element between two reads of the way's tag word, and
+	// keeps it when the tag and generation are unchanged (cache::peek_begin,
 	// peek_end). Lanes that miss, or whose line was being filled or changed
 	// under them, take the full protocol together (read_slow).
 	__device__ T read(u64 i) const {
@@ -324,16 +324,16 @@ class array {
 		const u64 line = detail::split<T>(static_cast<u32>(f.line_shift), i, &off);
 		// One namespace: the tag without the stripe arrays' round trip.
 		const u64 tag = f.nns == 1 ? f.first_tag + line : cache::locate(*desc, line).tag;
-		const cache::peek p = cache::peek_begin(f.tags, f.recs, f.sets, f.ways, tag);
+		const cache::peek p = cache::peek_begin(f.tags, f.sets, f.ways, tag);
 		T v{};
 		bool hit = false;
 		if (p.ok()) {
 			v = detail::load_line_acquire<T>(f.line(p.way) + off);
-			hit = cache::peek_end(f.tags, f.recs, p, tag);
+			hit = cache::peek_end(f.tags, p);
 		}
 		const u32 active = __activemask();
 		count_groups(f.stats, active, coalesce::by(active, line));
-		if (hit && p.clock == 0) cache::mark_hit(f.recs, p.way);
+		if (hit && !p.referenced()) cache::mark_hit(f.tags, p.way);
 		if (!hit) v = read_slow(desc, line, i, off);
 		return v;
 	}

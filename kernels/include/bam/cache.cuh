@@ -27,6 +27,17 @@ constexpr u32 state_busy = 1u << C::StateBusyBit;
 constexpr u32 state_dirty = 1u << C::StateDirtyBit;
 constexpr u32 ref_mask = static_cast<u32>(C::StateRefMask);
 
+// A way's tag word: its tag (the TagMask bits; all ones in an unused
+// slot), its clock reference bit and its generation (gpucache/layout.go).
+constexpr u64 tag_mask = C::TagMask;
+constexpr u64 word_clock = 1ull << C::TagWordClockBit;
+constexpr u64 gen_one = 1ull << C::TagWordGenShift;
+__device__ __forceinline__ u64 word_tag(u64 w) { return w & tag_mask; }
+__device__ __forceinline__ u32 word_gen(u64 w) { return static_cast<u32>(w >> C::TagWordGenShift); }
+// same_line: a and b hold the same tag at the same generation (their clock
+// bits may differ).
+__device__ __forceinline__ bool same_line(u64 a, u64 b) { return ((a ^ b) & ~word_clock) == 0; }
+
 __device__ __forceinline__ u64 *tag_at(const array_desc &d, u64 g) {
 	return reinterpret_cast<u64 *>(d.cache_meta + d.tags_off + g * C::TagBytes);
 }
@@ -36,14 +47,8 @@ __device__ __forceinline__ u64 *wbtag_at(const array_desc &d, u64 g) {
 __device__ __forceinline__ u32 *state_at(const array_desc &d, u64 g) {
 	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayStateOffset);
 }
-__device__ __forceinline__ u32 *clock_at(const array_desc &d, u64 g) {
-	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayClockOffset);
-}
 __device__ __forceinline__ u32 *status_at(const array_desc &d, u64 g) {
 	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayStatusOffset);
-}
-__device__ __forceinline__ u32 *gen_at(const array_desc &d, u64 g) {
-	return reinterpret_cast<u32 *>(d.cache_meta + d.ways_off + g * C::WayStride + C::WayGenOffset);
 }
 __device__ __forceinline__ u32 *set_lock(const array_desc &d, u64 set) {
 	return reinterpret_cast<u32 *>(d.cache_meta + set * C::SetStride + C::SetLockOffset);
@@ -92,15 +97,17 @@ __device__ __forceinline__ where locate(const array_desc &d, u64 l) {
 	return w;
 }
 
-// find_way returns the way of the K ways from base that holds tag, or ~0.
+// find_way returns the way of the K ways from base whose tag word holds
+// tag, or ~0, and that word in *word.
 // The tags are loaded eight at a time before any is compared, so a set of
 // up to eight ways costs one round trip to L2 instead of one per way. With
 // an even K (tag arrays start on a sector, so pairs are 16-byte aligned)
 // two tags come per access: a hit without a reference made thirteen L2
 // requests, eight of them for the tags, and the L2 is the busiest unit of
 // all-hit random reads (C2 profile, H200). With these pairs and
-// peek_begin's one-vector record read a hit makes eight, and C2 rose 5 %.
-__device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 tag) {
+// peek_begin's one-vector record read a hit makes eight, and C2 rose 5 %;
+// with the generation and the clock bit in the tag word, six.
+__device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 tag, u64 *word) {
 	for (u64 k0 = 0; k0 < K; k0 += 8) {
 		u64 t[8];
 		if ((K & 1) == 0) {
@@ -118,7 +125,10 @@ __device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 ta
 		}
 #pragma unroll
 		for (u32 j = 0; j < 8; j++) {
-			if (t[j] == tag) return base + k0 + j;
+			if (word_tag(t[j]) == tag) {
+				*word = t[j];
+				return base + k0 + j;
+			}
 		}
 	}
 	return ~0ull;
@@ -242,18 +252,23 @@ __device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline) {
 // accesses come before it, and nothing waits for an exchange's answer.
 __device__ __forceinline__ void drop_lock(u32 *lock) { detail::st_release_gpu(lock, static_cast<u32>(C::LockFree)); }
 
-// gen_claim and gen_publish keep a way's generation word odd while its
-// BUSY owner may change the line (from its install to the end of the fill)
-// and even while the line holds its tag's complete data (gpucache/doc.go,
-// Reads without references). Only the BUSY owner writes the word. A claim
-// of a way whose generation is already odd (its last fill failed) adds 2,
-// so every claim changes the word.
-__device__ __forceinline__ void gen_claim(u32 *gen) {
-	const u32 v = detail::ld_relaxed_gpu(gen);
-	detail::st_relaxed_gpu(gen, v + 1u + (v & 1u));
+// claimed_word is the tag word a claim of a way whose word was w installs
+// for tag: an odd generation, changed even when it was odd already (the
+// last fill failed), so every claim changes the word, and a clear clock
+// bit. Only the BUSY owner changes a word's tag or generation; others may
+// only set or clear its clock bit, with an atomic or/and (gpucache/meta.go).
+__device__ __forceinline__ u64 claimed_word(u64 w, u64 tag) {
+	const u32 g = word_gen(w);
+	return (static_cast<u64>(g + 1u + (g & 1u)) << C::TagWordGenShift) | tag;
 }
-// gen_publish follows a fence that orders the line's stores before it.
-__device__ __forceinline__ void gen_publish(u32 *gen) { detail::st_relaxed_gpu(gen, detail::ld_relaxed_gpu(gen) + 1u); }
+// publish makes the generation of the word at p even again; it follows a
+// fence that orders the line's stores before it.
+__device__ __forceinline__ void publish(u64 *p) { atomicAdd(reinterpret_cast<unsigned long long *>(p), gen_one); }
+// set_clock and clear_clock change only the clock bit of the word at p.
+__device__ __forceinline__ void set_clock(u64 *p) { atomicOr(reinterpret_cast<unsigned long long *>(p), word_clock); }
+__device__ __forceinline__ void clear_clock(u64 *p) { atomicAnd(reinterpret_cast<unsigned long long *>(p), ~word_clock); }
+// clear_tag empties the tag field of the word at p and keeps its generation.
+__device__ __forceinline__ void clear_tag(u64 *p) { atomicOr(reinterpret_cast<unsigned long long *>(p), tag_mask); }
 
 // acquire takes n references on the line at w for a group of requests; the
 // line is filled first on a miss. index names the element for errors. On
@@ -273,19 +288,21 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		}
 		if (round > 0 && detail::failed(d)) return h;  // another thread failed: unwind fast
 		// 1. scan
-		u64 g = find_way(tag_at(d, 0), base, K, w.tag);
+		u64 word = 0;
+		u64 g = find_way(tag_at(d, 0), base, K, w.tag, &word);
 		bool miss = g == ~0ull;
 		if (!miss) {
 			// 2. speculative reference, then re-check the tag
 			u32 old = atomicAdd(state_at(d, g), n);
 			__threadfence();
-			if (detail::ld_relaxed_gpu(tag_at(d, g)) != w.tag) {
+			word = detail::ld_relaxed_gpu(tag_at(d, g));
+			if (word_tag(word) != w.tag) {
 				atomicSub(state_at(d, g), n);
 				detail::count(d, L::StatRetries, 1);
 				continue;
 			}
 			if ((old & state_valid) && !(old & state_busy)) {  // 3. hit
-				if (detail::ld_relaxed_gpu(clock_at(d, g)) == 0) detail::st_relaxed_gpu(clock_at(d, g), 1u);
+				if (!(word & word_clock)) set_clock(tag_at(d, g));
 				h.way = g;
 				h.ok = true;
 				return h;
@@ -312,7 +329,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 					}
 					wb.pause();
 				}
-				if (detail::ld_relaxed_gpu(tag_at(d, g)) != w.tag) {
+				if (word_tag(detail::ld_relaxed_gpu(tag_at(d, g))) != w.tag) {
 					atomicSub(state_at(d, g), n);
 					continue;
 				}
@@ -347,12 +364,12 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 				again = true;  // its write-back is in flight
 				break;
 			}
-			if (detail::ld_relaxed_gpu(tag_at(d, gk)) == w.tag) {
+			if (word_tag(detail::ld_relaxed_gpu(tag_at(d, gk))) == w.tag) {
 				const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
 				if (s & (state_valid | state_busy)) {
 					again = true;  // installed meanwhile: take the hit path
 				} else {
-					detail::st_relaxed_gpu(tag_at(d, gk), static_cast<u64>(C::TagEmpty));
+					clear_tag(tag_at(d, gk));
 				}
 			}
 		}
@@ -385,8 +402,8 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 			hv = (hv + 1) % static_cast<u32>(K);
 			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
 			if ((s & state_busy) || (s & ref_mask)) continue;
-			if (clock && detail::ld_relaxed_gpu(clock_at(d, gk)) != 0) {
-				detail::st_relaxed_gpu(clock_at(d, gk), 0u);
+			if (clock && (detail::ld_relaxed_gpu(tag_at(d, gk)) & word_clock)) {
+				clear_clock(tag_at(d, gk));
 				continue;
 			}
 			const u32 o = atomicOr(state_at(d, gk), state_busy);
@@ -407,13 +424,15 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		}
 		// 5. install
 		const bool dirty = (old & state_valid) && (old & state_dirty);
-		const u64 old_tag = detail::ld_relaxed_gpu(tag_at(d, victim));
+		const u64 old_word = detail::ld_relaxed_gpu(tag_at(d, victim));
+		const u64 old_tag = word_tag(old_word);
 		if (dirty) detail::st_relaxed_gpu(wbtag_at(d, victim), old_tag);
 		detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusOK));
-		detail::st_relaxed_gpu(clock_at(d, victim), 0u);  // a new line starts unreferenced by the hand (measured better in gpucache)
-		gen_claim(gen_at(d, victim));                      // odd before the new tag and before any store to the line
+		// The new tag with an odd generation and a clear clock bit (a new
+		// line starts unreferenced by the hand, measured better in
+		// gpucache), after the stores above and before any store to the line.
+		detail::st_release_gpu(tag_at(d, victim), claimed_word(old_word, w.tag));
 		__threadfence();
-		detail::st_release_gpu(tag_at(d, victim), w.tag);
 		atomicAdd(state_at(d, victim), n);
 		atomicAnd(state_at(d, victim), ~(state_valid | state_dirty));
 		drop_lock(lock);
@@ -428,10 +447,11 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 			detail::count(d, L::StatWriteBacks, 1);
 			if (st != 0) {
 				take_lock(lock, deadline + d.timeout_ns);
-				detail::st_relaxed_gpu(tag_at(d, victim), old_tag);
 				detail::st_relaxed_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
-				__threadfence();
-				gen_publish(gen_at(d, victim));  // the old data, untouched, is its tag's again
+				// The old tag at an even generation: the old data,
+				// untouched, is its tag's again.
+				const u32 gen = word_gen(detail::ld_relaxed_gpu(tag_at(d, victim)));
+				detail::st_release_gpu(tag_at(d, victim), (static_cast<u64>(gen + 1u) << C::TagWordGenShift) | old_tag);
 				atomicOr(state_at(d, victim), state_valid | state_dirty);
 				atomicAnd(state_at(d, victim), ~state_busy);
 				atomicSub(state_at(d, victim), n);
@@ -460,7 +480,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		if (h.staging == 0) {
 			// Copy-engine route: the data is in the line; publish it.
 			__threadfence();
-			gen_publish(gen_at(d, victim));
+			publish(tag_at(d, victim));
 			atomicXor(state_at(d, victim), state_valid | state_busy);
 		}
 		return h;
@@ -507,7 +527,7 @@ __device__ __forceinline__ void finish_fill(const array_desc &d, handle &h) {
 	if (h.staging == 0) return;
 	__threadfence();
 	queue::retire(*reinterpret_cast<const queue_desc *>(h.queue), h.ticket);
-	gen_publish(gen_at(d, h.way));
+	publish(tag_at(d, h.way));
 	atomicXor(state_at(d, h.way), state_valid | state_busy);
 	h.staging = 0;
 }
@@ -542,13 +562,13 @@ __device__ __forceinline__ handle acquire(const array_desc &d, const where &w, u
 struct probe {
 	u64 way;        // the way whose tag matched, ~0 when none did
 	u32 old;        // state before the fetch_add (when way != ~0)
-	u64 tag_after;  // the way's tag after the fetch_add (when way != ~0)
+	u64 tag_after;  // the way's tag word after the fetch_add (when way != ~0)
 
 	// held: the fetch_add found the way VALID and not BUSY, so the line
 	// cannot be evicted while the references are held and its data may be
 	// loaded. The load is the tag's data only once confirmed also holds.
 	__device__ __forceinline__ bool held() const { return way != ~0ull && (old & (state_valid | state_busy)) == state_valid; }
-	__device__ __forceinline__ bool confirmed(u64 tag) const { return held() && tag_after == tag; }
+	__device__ __forceinline__ bool confirmed(u64 tag) const { return held() && word_tag(tag_after) == tag; }
 };
 
 // probe_hit scans the set of tag (from the fields of v, loaded once by the
@@ -557,7 +577,8 @@ struct probe {
 // line as soon as held() and keeps it when confirmed(tag); otherwise it
 // calls unprobe and takes the full protocol.
 __device__ __forceinline__ probe probe_hit(const u64 *tags, unsigned char *recs, u64 sets, u64 K, u64 tag, u32 n) {
-	probe p{find_way(tags, set_of(tag, sets) * K, K, tag), 0, 0};
+	u64 word;
+	probe p{find_way(tags, set_of(tag, sets) * K, K, tag, &word), 0, 0};
 	if (p.way == ~0ull) return p;
 	u32 *state = reinterpret_cast<u32 *>(recs + p.way * C::WayStride + C::WayStateOffset);
 	p.old = detail::atomic_add_acquire(state, n);
@@ -568,56 +589,41 @@ __device__ __forceinline__ probe probe_hit(const u64 *tags, unsigned char *recs,
 }
 
 // unprobe undoes a probe that was not confirmed; mark_hit records a
-// confirmed one for the clock (a plain store: the bit only ever goes to 1
-// on a hit, so it needs no read first, and nothing waits on it).
+// confirmed one for the clock, in the way's tag word (callers call it only
+// when the word they read had the bit clear; nothing waits on it).
 __device__ __forceinline__ void unprobe(unsigned char *recs, const probe &p, u32 n) {
 	if (p.way != ~0ull) atomicSub(reinterpret_cast<u32 *>(recs + p.way * C::WayStride + C::WayStateOffset), n);
 }
-__device__ __forceinline__ void mark_hit(unsigned char *recs, u64 way) {
-	detail::st_relaxed_gpu(reinterpret_cast<u32 *>(recs + way * C::WayStride + C::WayClockOffset), 1u);
-}
+__device__ __forceinline__ void mark_hit(u64 *tags, u64 way) { set_clock(tags + way); }
 
 // peek_begin and peek_end read a resident line without a reference, as a
 // sequence lock (gpucache/doc.go, Reads without references): begin finds
-// the way holding tag and loads its generation with acquire ordering; when
-// ok() the caller loads from the line with acquire ordering
-// (bam::detail::load_line_acquire); end re-reads the way's tag (acquire)
-// and then its generation. The loads are the tag's data when end returns
-// true: the generation was even (no fill in progress, the line complete),
-// no claim began before the loads completed, and the tag is the one of the
-// generation read. Otherwise the caller takes references. Each load is
-// ordered after the one before it by its acquire (measured on C2: 12% more
-// lookups per second than one fence between the copy and the re-check,
-// whose MEMBAR waits for every outstanding access of the thread).
+// the way whose tag word holds tag; when ok() (an even generation: no fill
+// in progress, the line complete) the caller loads from the line with
+// acquire ordering (bam::detail::load_line_acquire), whose address depends
+// on the word, and end re-reads the word (acquire). The loads are the
+// tag's data when end finds the same tag at the same generation: no claim
+// began before they completed. Otherwise the caller takes references. A
+// hit thus costs three dependent loads (the set's tag words, the element,
+// the word again) where a generation and clock bit in the way record cost
+// five: C2 went from 0.31 to 0.38-0.44 of a plain device array in
+// bench/experiments/c2_hit_chain.cu (H200).
 struct peek {
-	u64 way;    // the way whose tag matched, ~0 when none did
-	u32 gen;    // its generation (when way != ~0)
-	u32 clock;  // its clock bit, read beside the generation (a hit sets it only when 0)
+	u64 way;   // the way whose tag matched, ~0 when none did
+	u64 word;  // its tag word (when way != ~0): tag, clock bit, generation
 
-	__device__ __forceinline__ bool ok() const { return way != ~0ull && (gen & 1u) == 0; }
+	__device__ __forceinline__ bool ok() const { return way != ~0ull && (word_gen(word) & 1u) == 0; }
+	// referenced: the clock bit was set (a hit sets it only when clear).
+	__device__ __forceinline__ bool referenced() const { return (word & word_clock) != 0; }
 };
 
-__device__ __forceinline__ peek peek_begin(const u64 *tags, const unsigned char *recs, u64 sets, u64 K, u64 tag) {
-	peek p{find_way(tags, set_of(tag, sets) * K, K, tag), 1u, 1u};
-	if (p.way != ~0ull) {
-		// The clock bit and the generation in one access: the record's
-		// first 16 bytes are its state, clock, status and generation words.
-		static_assert(C::WayStateOffset == 0 && C::WayClockOffset == 4 && C::WayStatusOffset == 8 && C::WayGenOffset == 12,
-		              "peek_begin reads a way record's first four words as one vector");
-		const uint4 w = detail::ld_acquire_gpu_v4(reinterpret_cast<const u32 *>(recs + p.way * C::WayStride));
-		p.clock = w.y;
-		p.gen = w.w;
-	}
+__device__ __forceinline__ peek peek_begin(const u64 *tags, u64 sets, u64 K, u64 tag) {
+	peek p{0, 0};
+	p.way = find_way(tags, set_of(tag, sets) * K, K, tag, &p.word);
 	return p;
 }
 
-__device__ __forceinline__ bool peek_end(const u64 *tags, const unsigned char *recs, const peek &p, u64 tag) {
-	// A tag from a later claim comes with a newer generation: the
-	// generation is read after the tag.
-	const u64 t = detail::ld_acquire_gpu(tags + p.way);
-	const u32 g = detail::ld_relaxed_gpu(reinterpret_cast<const u32 *>(recs + p.way * C::WayStride + C::WayGenOffset));
-	return t == tag && g == p.gen;
-}
+__device__ __forceinline__ bool peek_end(const u64 *tags, const peek &p) { return same_line(detail::ld_acquire_gpu(tags + p.way), p.word); }
 
 // release drops n references; a writer marks the line dirty first, after
 // its stores (so Flush never clears DIRTY over an unwritten store).
@@ -643,7 +649,7 @@ __device__ __noinline__ bool write_back_way(const array_desc &d, u64 g) {
 		if (!(o & state_busy)) atomicAnd(state_at(d, g), ~state_busy);
 		return true;
 	}
-	const u64 tag = detail::ld_relaxed_gpu(tag_at(d, g));
+	const u64 tag = word_tag(detail::ld_relaxed_gpu(tag_at(d, g)));
 	where w;
 	w.tag = tag;
 	w.nsid = (tag >> C::TagNamespaceShift) + 1;

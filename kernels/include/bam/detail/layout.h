@@ -61,11 +61,11 @@ inline constexpr unsigned long long CIDAbandoned = 4ull;
 
 /// Metadata region of package gpucache (one per cache of N sets x K ways), accessed with
 /// atomics. Arrays, each starting on a SectorBytes boundary: N set records (SetStride) at 0;
-/// N*K tags (TagBytes, way w of set s at index s*K+w); N*K write-back tags; N*K way records
-/// (WayStride). Array offset = offset of the previous array + its size rounded up to
-/// SectorBytes. A fresh region is zero except both tag arrays, which are all 0xFF bytes
-/// (TagEmpty). Line data of way index g lives at g*LineSize in a separate data region. The
-/// protocol is described in gpucache/doc.go.
+/// N*K tag words (TagBytes, way w of set s at index s*K+w: tag | clock bit | generation); N*K
+/// write-back tags; N*K way records (WayStride). Array offset = offset of the previous array +
+/// its size rounded up to SectorBytes. A fresh region is zero except both tag arrays, which are
+/// all 0xFF bytes (TagEmpty). Line data of way index g lives at g*LineSize in a separate data
+/// region. The protocol is described in gpucache/doc.go.
 namespace gpucache {
 /// Alignment of the region and of each array in it.
 inline constexpr unsigned long long SectorBytes = 128ull;
@@ -77,22 +77,28 @@ inline constexpr unsigned long long SetLockOffset = 0ull;
 /// uint32 clock hand within a set record (next way to consider); written by the lock holder
 /// only.
 inline constexpr unsigned long long SetHandOffset = 4ull;
-/// Bytes per tag and per write-back tag.
+/// Bytes per tag word and per write-back tag.
 inline constexpr unsigned long long TagBytes = 8ull;
+/// Width of the tag field in the low bits of a tag word.
+inline constexpr unsigned long long TagBits = 44ull;
+/// Mask of the tag field of a tag word; all ones in an unused slot, which no line's tag equals.
+inline constexpr unsigned long long TagMask = 17592186044415ull;
+/// Bit position of the clock reference bit in a tag word: set by hits (atomic or), cleared by
+/// the passing hand (atomic and).
+inline constexpr unsigned long long TagWordClockBit = 44ull;
+/// Bit position of the generation in a tag word (the bits above it): made odd by the BUSY owner
+/// when it installs a new tag, in the same store, and even once the line holds the tag's
+/// complete data, so a reader that takes no reference can tell whether the line was complete
+/// and unchanged while it copied.
+inline constexpr unsigned long long TagWordGenShift = 45ull;
+/// Width of the generation in a tag word; it wraps.
+inline constexpr unsigned long long TagWordGenBits = 19ull;
 /// Bytes per way record; the hot state word gets a 32-byte sector of its own.
 inline constexpr unsigned long long WayStride = 32ull;
 /// uint32 state word within a way record: VALID|BUSY|DIRTY bits and the reference count.
 inline constexpr unsigned long long WayStateOffset = 0ull;
-/// uint32 clock reference bit within a way record: set to 1 by hits, cleared by the passing
-/// hand.
-inline constexpr unsigned long long WayClockOffset = 4ull;
 /// uint32 fill status within a way record: StatusOK, StatusFillFailed or StatusFillAborted.
-inline constexpr unsigned long long WayStatusOffset = 8ull;
-/// uint32 generation within a way record: made odd by the BUSY owner when it installs a new
-/// tag, before any store to the line, and even once the line holds the tag's complete data, so
-/// a reader that takes no reference can tell whether the line was complete and unchanged while
-/// it copied.
-inline constexpr unsigned long long WayGenOffset = 12ull;
+inline constexpr unsigned long long WayStatusOffset = 4ull;
 /// Width of the reference count in the low bits of the state word.
 inline constexpr unsigned long long StateRefBits = 29ull;
 /// Mask of the reference count; acquire n references with fetch_add(n).
@@ -113,12 +119,12 @@ inline constexpr unsigned long long StatusOK = 0ull;
 inline constexpr unsigned long long StatusFillFailed = 1ull;
 /// Fill status: the filler gave up (cancelled or timed out); waiters retry the miss themselves.
 inline constexpr unsigned long long StatusFillAborted = 2ull;
-/// Reserved tag of an unused tag slot or idle write-back slot.
+/// Idle write-back slot; an unused tag word is all ones too (tag field TagMask).
 inline constexpr unsigned long long TagEmpty = 18446744073709551615ull;
 /// Bit position of the namespace in a tag; the line index is below it.
-inline constexpr unsigned long long TagNamespaceShift = 56ull;
+inline constexpr unsigned long long TagNamespaceShift = 36ull;
 /// Mask of the line index in a tag.
-inline constexpr unsigned long long TagLineMask = 72057594037927935ull;
+inline constexpr unsigned long long TagLineMask = 68719476735ull;
 /// h = (tag & TagLineMask) + (tag >> TagNamespaceShift) * SetHashMul; set = (h mod N + ((h / N)
 /// * SetHashMul >> SetSkewShift) mod N) mod N, wrapping 64-bit arithmetic.
 inline constexpr unsigned long long SetHashMul = 11400714819323198485ull;
