@@ -20,10 +20,11 @@
 //     Read whose PRP names it), so there is no copy.
 //   - the metadata region, RegionBytes(N, K) bytes, laid out by the constants
 //     of layout.go (generated into kernels/include/bam/detail/layout.h):
-//     a set record per set (lock word, clock hand), a tag and a write-back tag
-//     per way (the K tags of a set are contiguous), and a way record per way
-//     (state word, clock reference bit, fill status). Metadata grows with
-//     the cache, never with the data (no per-line table as in BaM).
+//     a set record per set (lock word, clock hand), a tag word and a
+//     write-back tag per way (the K tag words of a set are contiguous; a tag
+//     word holds the way's tag, its clock reference bit and its generation),
+//     and a way record per way (state word, fill status). Metadata grows
+//     with the cache, never with the data (no per-line table as in BaM).
 //
 // On Linux the data region is advised for transparent huge pages
 // (madvise MADV_HUGEPAGE): lookups land on random lines of a region that is
@@ -45,7 +46,9 @@
 // initialised, because other callers' speculative references may be in the
 // count at any time. Tags are read without the lock and written only by the
 // holder of the set lock, except that the BUSY owner clears the write-back
-// tag when its write-back completes.
+// tag when its write-back completes and publishes its fill's generation.
+// The clock bit shares the tag word: hits set it and the hand clears it
+// with an atomic or/and, never a store of the whole word.
 //
 // # Acquire (hit path, DESIGN.md §3 steps 2-3)
 //
@@ -105,15 +108,17 @@
 //     unlock, back off and start over; after Config.FullSetTimeout fail with
 //     ErrCacheTooSmall (§5: never spin forever on a fully referenced set).
 //  5. Install, in this order: if the victim was VALID and DIRTY, its old tag
-//     goes to its write-back tag; status = StatusOK; clock bit = 0 (a new
-//     line earns its second chance only by a hit); tag = new tag (release);
-//     state.fetch_add(n); state.fetch_and(~(VALID|DIRTY)).
+//     goes to its write-back tag; status = StatusOK; tag word = new tag with
+//     an odd generation and a clear clock bit (a new line earns its second
+//     chance only by a hit), one store (release); state.fetch_add(n);
+//     state.fetch_and(~(VALID|DIRTY)).
 //     Because the tag is stored before VALID clears, anyone whose fetch_add
 //     observes BUSY without VALID then reads the new tag. Unlock.
 //  6. If the victim was dirty, WriteLine(old tag, line). On success store
 //     TagEmpty to the write-back tag (release): from then on a miss on the
 //     old tag may read storage. On failure, retake the set lock and restore
-//     the way: tag = old tag, write-back tag = TagEmpty, fetch_or(VALID|DIRTY),
+//     the way: write-back tag = TagEmpty, tag word = old tag at an even
+//     generation, fetch_or(VALID|DIRTY),
 //     fetch_and(~BUSY), fetch_sub(n); return ErrWriteBack. The dirty data is
 //     still in the line, so nothing is lost, and waiters for the new tag see
 //     the tag change and retry.
@@ -148,24 +153,31 @@
 //
 // Peek/Valid and PeekMany here, and bam::array's reads on the device, read
 // resident lines without touching the state word, like a sequence lock.
-// The way record carries a generation word (WayGenOffset) that only the
-// way's BUSY owner writes: it makes the word odd when it installs a new tag
-// (adding 1 to an even word, 2 to an odd one, so every claim changes it),
-// before it stores the tag or writes the line, and even again (adding 1)
-// only after the line holds the tag's complete data: when the fill is
-// published, or when a failed write-back gives the way its old tag back.
-// A failed fill leaves it odd. Claims that do not change the line (a
-// write-back by Flush) leave it alone.
+// A way's tag word carries a generation (the TagWordGenBits bits from
+// TagWordGenShift) that only the way's BUSY owner changes: it makes it odd
+// in the store that installs a new tag (adding 1 to an even generation, 2
+// to an odd one, so every claim changes it), before it writes the line,
+// and even again (adding 1) only after the line holds the tag's complete
+// data: when the fill is published, or when a failed write-back gives the
+// way its old tag back. A failed fill leaves it odd; clearing a tag keeps
+// it. Claims that do not change the line (a write-back by Flush) leave it
+// alone.
 //
-// A reader finds the way holding its tag, loads the generation, requires
-// it even, copies, re-reads the way's tag, and then the generation, each
-// load ordered after the one before it (on the device by acquire loads,
-// here by Go's atomics and the copy's place between them): the copy is the
-// tag's data when the tag and the generation are unchanged. A copy that
-// overlapped a refill sees an odd or a newer generation, even when the way
-// holds its tag again afterwards; a tag re-read from a later claim comes
-// with a newer generation. Otherwise the reader takes references through
-// Acquire. The copy itself reads bytes that may be changing: here callers
+// A reader finds the way whose word holds its tag at an even generation,
+// copies, and reads the word again (on the device the copy is an acquire
+// load whose address depends on the word, and the re-read is acquire; here
+// Go's atomics order them): the copy is the tag's data when the word holds
+// the same tag at the same generation (its clock bit may have changed). A
+// copy that overlapped a refill sees an odd or a newer generation, even
+// when the way holds its tag again afterwards. Otherwise the reader takes
+// references through Acquire. The generation wraps after 2^19 claims of
+// one way; a reader would have to stall between its two reads for that
+// many fills of the way, each an I/O, and then find its own tag again, for
+// a stale copy to pass. With the generation and the clock bit in the tag
+// word a hit reads the set's tag words, the element and the word again,
+// where a generation and clock bit in the way record took two loads more:
+// on the device C2 rose from 0.30 to 0.45 of a plain device array, and
+// PeekMany touches two cache lines a request instead of three. The copy itself reads bytes that may be changing: here callers
 // use these reads only without the race detector, on processors that keep
 // loads in order (amd64). A reader that copies while a writer holding a
 // reference changes the same element may see either value, as with
@@ -174,9 +186,8 @@
 // PeekMany serves a batch in passes so that the misses of many requests
 // are in flight together: the tag lines of every set; the ways, found with
 // conditional moves (which way holds a tag is random, so branches would
-// mispredict once a lookup); a loop of few instructions touching each way
-// record and data line; then the copies and checks, all from the CPU's
-// caches.
+// mispredict once a lookup); a loop of few instructions touching each
+// data line; then the copies and checks, all from the CPU's caches.
 //
 // # Invariants and their reasons
 //
