@@ -1,21 +1,21 @@
-// c2_hit_chain measures what C2's all-hit lookups through bam::array would
-// gain if a way's generation lived in its tag word: a hit would then load
+// c2_hit_chain measures what C2's all-hit lookups through bam::array gain
+// from a way's generation and clock bit living in its tag word: a hit loads
 // the set's tag words, the element and the tag word again (three dependent
-// loads) instead of the tags, the way record, the element, the tag and the
-// generation (five).
+// loads) instead of the tags, the way record (generation and clock bit),
+// the element, the tag and the generation (five), as it did up to 5ed278e.
 //
 // It builds an all-hit cache by hand (4 KiB lines, 8 ways, a cache twice
 // the 256 MiB array, as in C2) and times, in interleaved rounds, random
 // 8-byte lookups:
-//   plain         a plain device array (C2's baseline);
-//   current       cache::peek_begin, load_line_acquire, cache::peek_end,
-//                 count_groups and the clock bit, as bam::array::read does;
-//   current-nostats   the same without count_groups;
-//   packed        generation in the tag word: find the way by the tag bits,
-//                 load the clock bit (relaxed, beside the element), the
-//                 element (acquire) and the tag word again (acquire);
-//   packed-nostats    the same without count_groups;
-//   packed-noclock    packed without the clock bit's load.
+//   plain          a plain device array (C2's baseline);
+//   record         the hit path of 5ed278e, copied here: the generation and
+//                  clock bit in the way record, count_groups, the clock bit;
+//   record-nostats the same without count_groups;
+//   word           bam::cache::peek_begin, load_line_acquire, peek_end,
+//                  count_groups and the clock bit, as bam::array::read does;
+//   word-nostats   the same without count_groups;
+//   word-clockrec  the word's generation, with the clock bit loaded from
+//                  the way record beside the element (a relaxed load).
 // Every kernel's sum is checked against the plain kernel's.
 //
 // Standalone (not part of the build): nvcc -O2 -std=c++17 -arch=sm_90
@@ -50,8 +50,9 @@ constexpr u64 kLines = (kElems * 8) >> kLineShift;
 constexpr u64 kWays = 8;
 constexpr u64 kSets = 2 * kLines / kWays;
 constexpr u64 kLookups = 64ull << 20;
-constexpr u64 kTagBits = 40;
-constexpr u64 kTagMask = (1ull << kTagBits) - 1;
+// The way record of 5ed278e: state, clock bit, status, generation.
+constexpr u64 kRecClock = 4;
+constexpr u64 kRecGen = 12;
 
 __device__ __forceinline__ u64 value_of(u64 i) { return bam::mix64(i + 12345); }
 
@@ -65,12 +66,12 @@ __global__ void setup(u64 *tags, u64 *packed, unsigned char *recs, u64 *data, u3
 		way = k < kWays ? set * kWays + k : ~0ull;
 		if (way != ~0ull) {
 			tags[way] = l;
-			packed[way] = (2ull << kTagBits) | l;
+			// Generation 2, clock bit set: hits store nothing.
+			packed[way] = (2ull << C::TagWordGenShift) | bam::cache::word_clock | l;
 			u32 *r = reinterpret_cast<u32 *>(recs + way * C::WayStride);
 			r[0] = 1u << C::StateValidBit;
-			r[1] = 1;  // clock bit set: hits store nothing
-			r[2] = 0;
-			r[3] = 2;  // generation
+			r[kRecClock / 4] = 1;
+			r[kRecGen / 4] = 2;
 		}
 	}
 	__syncthreads();
@@ -94,70 +95,90 @@ __global__ void k_plain(const u64 *__restrict__ a, u64 mask, u64 count, u64 seed
 // set-up placed every line).
 __device__ u64 misses_seen;
 
+// find_tags, record_begin and record_end are 5ed278e's find_way,
+// peek_begin and peek_end.
+__device__ __forceinline__ u64 find_tags(const u64 *tags, u64 base, u64 tag) {
+	u64 t[8];
+#pragma unroll
+	for (u32 j = 0; j < 8; j += 2) D::ld_relaxed_gpu_v2(tags + base + j, &t[j], &t[j + 1]);
+#pragma unroll
+	for (u32 j = 0; j < 8; j++) {
+		if (t[j] == tag) return base + j;
+	}
+	return ~0ull;
+}
+
+struct record_peek {
+	u64 way;
+	u32 gen;
+	u32 clock;
+	__device__ __forceinline__ bool ok() const { return way != ~0ull && (gen & 1u) == 0; }
+};
+
+__device__ __forceinline__ record_peek record_begin(const u64 *tags, const unsigned char *recs, u64 tag) {
+	record_peek p{find_tags(tags, bam::cache::set_of(tag, kSets) * kWays, tag), 1u, 1u};
+	if (p.way != ~0ull) {
+		const uint4 w = D::ld_acquire_gpu_v4(reinterpret_cast<const u32 *>(recs + p.way * C::WayStride));
+		p.clock = w.y;
+		p.gen = w.w;
+	}
+	return p;
+}
+
+__device__ __forceinline__ bool record_end(const u64 *tags, const unsigned char *recs, const record_peek &p, u64 tag) {
+	const u64 t = D::ld_acquire_gpu(tags + p.way);
+	const u32 g = D::ld_relaxed_gpu(reinterpret_cast<const u32 *>(recs + p.way * C::WayStride + kRecGen));
+	return t == tag && g == p.gen;
+}
+
 template <bool Stats>
-__global__ void __launch_bounds__(256, 4) k_current(const u64 *tags, unsigned char *recs, unsigned char *data, u64 stats, u64 mask, u64 count, u64 seed, u64 *out) {
+__global__ void __launch_bounds__(256, 4) k_record(const u64 *tags, unsigned char *recs, unsigned char *data, u64 stats, u64 mask, u64 count, u64 seed, u64 *out) {
 	u64 s = 0;
 	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) {
 		const u64 e = bam::mix64(seed + i) & mask;
 		const u64 line = e >> (kLineShift - 3);
 		const u64 off = (e & ((1ull << (kLineShift - 3)) - 1)) << 3;
-		const bam::cache::peek p = bam::cache::peek_begin(tags, recs, kSets, kWays, line);
+		const record_peek p = record_begin(tags, recs, line);
 		u64 v = 0;
 		bool hit = false;
 		if (p.ok()) {
 			v = D::load_line_acquire<u64>(data + (p.way << kLineShift) + off);
-			hit = bam::cache::peek_end(tags, recs, p, line);
+			hit = record_end(tags, recs, p, line);
 		}
 		if (Stats) {
 			const u32 active = __activemask();
 			bam::count_groups(stats, active, bam::coalesce::by(active, line));
 		}
-		if (hit && p.clock == 0) bam::cache::mark_hit(recs, p.way);
+		if (hit && p.clock == 0) D::st_relaxed_gpu(reinterpret_cast<u32 *>(recs + p.way * C::WayStride + kRecClock), 1u);
 		if (!hit) atomicAdd(reinterpret_cast<unsigned long long *>(&misses_seen), 1ull);
 		s += v;
 	}
 	add_sum(out, s);
 }
 
-// find_packed is cache::find_way over tag words that carry a generation in
-// their bits above kTagBits; it returns the way and its word.
-__device__ __forceinline__ u64 find_packed(const u64 *words, u64 base, u64 tag, u64 *word) {
-	u64 t[8];
-#pragma unroll
-	for (u32 j = 0; j < 8; j += 2) D::ld_relaxed_gpu_v2(words + base + j, &t[j], &t[j + 1]);
-	u64 way = ~0ull;
-#pragma unroll
-	for (u32 j = 0; j < 8; j++) {
-		if ((t[j] & kTagMask) == tag) {
-			way = base + j;
-			*word = t[j];
-		}
-	}
-	return way;
-}
-
-template <bool Stats, bool Clock>
-__global__ void __launch_bounds__(256, 4) k_packed(const u64 *words, unsigned char *recs, unsigned char *data, u64 stats, u64 mask, u64 count, u64 seed, u64 *out) {
+// k_word is bam::array::read's hit path (ClockInRecord: with the clock bit
+// loaded from the way record instead, beside the element).
+template <bool Stats, bool ClockInRecord>
+__global__ void __launch_bounds__(256, 4) k_word(u64 *words, unsigned char *recs, unsigned char *data, u64 stats, u64 mask, u64 count, u64 seed, u64 *out) {
 	u64 s = 0;
 	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) {
 		const u64 e = bam::mix64(seed + i) & mask;
 		const u64 line = e >> (kLineShift - 3);
 		const u64 off = (e & ((1ull << (kLineShift - 3)) - 1)) << 3;
-		u64 word = 0;
-		const u64 way = find_packed(words, bam::cache::set_of(line, kSets) * kWays, line, &word);
+		const bam::cache::peek p = bam::cache::peek_begin(words, kSets, kWays, line);
 		u64 v = 0;
 		bool hit = false;
-		u32 clock = 1;
-		if (way != ~0ull && ((word >> kTagBits) & 1) == 0) {
-			if (Clock) clock = D::ld_relaxed_gpu(reinterpret_cast<const u32 *>(recs + way * C::WayStride + C::WayClockOffset));
-			v = D::load_line_acquire<u64>(data + (way << kLineShift) + off);
-			hit = D::ld_acquire_gpu(words + way) == word;
+		bool referenced = p.referenced();
+		if (p.ok()) {
+			if (ClockInRecord) referenced = D::ld_relaxed_gpu(reinterpret_cast<const u32 *>(recs + p.way * C::WayStride + kRecClock)) != 0;
+			v = D::load_line_acquire<u64>(data + (p.way << kLineShift) + off);
+			hit = bam::cache::peek_end(words, p);
 		}
 		if (Stats) {
 			const u32 active = __activemask();
 			bam::count_groups(stats, active, bam::coalesce::by(active, line));
 		}
-		if (hit && clock == 0) bam::cache::mark_hit(recs, way);
+		if (hit && !referenced) bam::cache::mark_hit(words, p.way);
 		if (!hit) atomicAdd(reinterpret_cast<unsigned long long *>(&misses_seen), 1ull);
 		s += v;
 	}
@@ -213,11 +234,11 @@ int main() {
 	};
 	std::vector<variant> vs = {
 	    {"plain", grid_for(k_plain), {}},
-	    {"current", grid_for(k_current<true>), {}},
-	    {"current-nostats", grid_for(k_current<false>), {}},
-	    {"packed", grid_for(k_packed<true, true>), {}},
-	    {"packed-nostats", grid_for(k_packed<false, true>), {}},
-	    {"packed-noclock", grid_for(k_packed<true, false>), {}},
+	    {"record", grid_for(k_record<true>), {}},
+	    {"record-nostats", grid_for(k_record<false>), {}},
+	    {"word", grid_for(k_word<true, false>), {}},
+	    {"word-nostats", grid_for(k_word<false, false>), {}},
+	    {"word-clockrec", grid_for(k_word<true, true>), {}},
 	};
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
@@ -232,11 +253,11 @@ int main() {
 			CK(cudaEventRecord(e0));
 			switch (k) {
 				case 0: k_plain<<<g, 256>>>(plain, mask, kLookups, seed, out); break;
-				case 1: k_current<true><<<g, 256>>>(tags, recs, d8, st, mask, kLookups, seed, out); break;
-				case 2: k_current<false><<<g, 256>>>(tags, recs, d8, st, mask, kLookups, seed, out); break;
-				case 3: k_packed<true, true><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
-				case 4: k_packed<false, true><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
-				case 5: k_packed<true, false><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
+				case 1: k_record<true><<<g, 256>>>(tags, recs, d8, st, mask, kLookups, seed, out); break;
+				case 2: k_record<false><<<g, 256>>>(tags, recs, d8, st, mask, kLookups, seed, out); break;
+				case 3: k_word<true, false><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
+				case 4: k_word<false, false><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
+				case 5: k_word<true, true><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
 			}
 			CK(cudaEventRecord(e1));
 			CK(cudaEventSynchronize(e1));
