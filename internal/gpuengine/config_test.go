@@ -3,6 +3,9 @@ package gpuengine
 import (
 	"strings"
 	"testing"
+
+	"github.com/bam-go/bam/gpucache"
+	"github.com/bam-go/bam/nvme"
 )
 
 func TestConfigMoreCaches(t *testing.T) {
@@ -52,5 +55,28 @@ func TestConfigMoreCaches(t *testing.T) {
 	}
 	if c.totalQueuePairs() != 5 || c.TargetWorkers > 5 {
 		t.Errorf("%d queue pairs in all and %d target workers, want 5 and at most 5", c.totalQueuePairs(), c.TargetWorkers)
+	}
+}
+
+// hugeNamespace claims more blocks than a cache tag can name; nothing reads
+// or writes it.
+type hugeNamespace struct{ blocks uint64 }
+
+func (h hugeNamespace) LBASize() int                             { return 512 }
+func (h hugeNamespace) Blocks() uint64                           { return h.blocks }
+func (h hugeNamespace) ReadAt(p []byte, off int64) (int, error)  { return 0, nil }
+func (h hugeNamespace) WriteAt(p []byte, off int64) (int, error) { return 0, nil }
+func (h hugeNamespace) Flush() error                             { return nil }
+func (h hugeNamespace) Close() error                             { return nil }
+
+// TestNewRejectsUntaggableNamespace: a namespace with more lines than a
+// tag's line field holds is refused before any GPU work, since two of its
+// lines would share a tag.
+func TestNewRejectsUntaggableNamespace(t *testing.T) {
+	lines := uint64(gpucache.TagLineMask) + 2
+	ns := hugeNamespace{blocks: lines * 4096 / 512}
+	_, err := New(Config{LineSize: 4096}, []nvme.Namespace{ns})
+	if err == nil || !strings.Contains(err.Error(), "cache tags hold at most") {
+		t.Fatalf("New over a namespace of %d lines: %v, want a refusal naming the tag limit", lines, err)
 	}
 }

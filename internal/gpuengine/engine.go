@@ -271,6 +271,13 @@ func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
 		if cc.LineSize < lba {
 			return nil, fmt.Errorf("gpuengine: line size %d is smaller than the LBA size %d", cc.LineSize, lba)
 		}
+		// A line's tag holds its namespace line in TagLineMask's bits.
+		for i, ns := range namespaces {
+			if lines := ns.Blocks() * uint64(lba) / uint64(cc.LineSize); lines > gpucache.TagLineMask+1 {
+				return nil, fmt.Errorf("gpuengine: namespace %d has %d lines of %d bytes; cache tags hold at most %d a namespace: use larger lines",
+					i, lines, cc.LineSize, uint64(gpucache.TagLineMask)+1)
+			}
+		}
 	}
 	if err := cuda.Open(); err != nil {
 		return nil, err
