@@ -15,7 +15,11 @@
 //                  count_groups and the clock bit, as bam::array::read does;
 //   word-nostats   the same without count_groups;
 //   word-clockrec  the word's generation, with the clock bit loaded from
-//                  the way record beside the element (a relaxed load).
+//                  the way record beside the element (a relaxed load);
+//   word-stats32   word, with the groups counted by a 32-bit key (the
+//                  line's low half) instead of the 64-bit line;
+//   word-statslanes word, counting the warp's active lanes instead of its
+//                  groups (no __match_any_sync: a bound, not the statistic).
 // Every kernel's sum is checked against the plain kernel's.
 //
 // Standalone (not part of the build): nvcc -O2 -std=c++17 -arch=sm_90
@@ -158,7 +162,7 @@ __global__ void __launch_bounds__(256, 4) k_record(const u64 *tags, unsigned cha
 
 // k_word is bam::array::read's hit path (ClockInRecord: with the clock bit
 // loaded from the way record instead, beside the element).
-template <bool Stats, bool ClockInRecord>
+template <bool Stats, bool ClockInRecord, int Key = 64>
 __global__ void __launch_bounds__(256, 4) k_word(u64 *words, unsigned char *recs, unsigned char *data, u64 stats, u64 mask, u64 count, u64 seed, u64 *out) {
 	u64 s = 0;
 	for (u64 i = bam::global_thread_id(); i < count; i += bam::grid_threads()) {
@@ -176,7 +180,17 @@ __global__ void __launch_bounds__(256, 4) k_word(u64 *words, unsigned char *recs
 		}
 		if (Stats) {
 			const u32 active = __activemask();
-			bam::count_groups(stats, active, bam::coalesce::by(active, line));
+			if (Key == 64) {
+				bam::count_groups(stats, active, bam::coalesce::by(active, line));
+			} else if (Key == 32) {
+				bam::coalesce::group g;
+				g.mask = __match_any_sync(active, static_cast<u32>(line));
+				g.leader = __ffs(g.mask) - 1;
+				g.count = __popc(g.mask);
+				bam::count_groups(stats, active, g);
+			} else if ((threadIdx.x & 31) == static_cast<u32>(__ffs(active) - 1)) {
+				D::count_at(stats, bam::layout::engine::StatAcquires, __popc(active));
+			}
 		}
 		if (hit && !referenced) bam::cache::mark_hit(words, p.way);
 		if (!hit) atomicAdd(reinterpret_cast<unsigned long long *>(&misses_seen), 1ull);
@@ -239,6 +253,8 @@ int main() {
 	    {"word", grid_for(k_word<true, false>), {}},
 	    {"word-nostats", grid_for(k_word<false, false>), {}},
 	    {"word-clockrec", grid_for(k_word<true, true>), {}},
+	    {"word-stats32", grid_for(k_word<true, false, 32>), {}},
+	    {"word-statslanes", grid_for(k_word<true, false, 0>), {}},
 	};
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
@@ -258,6 +274,8 @@ int main() {
 				case 3: k_word<true, false><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
 				case 4: k_word<false, false><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
 				case 5: k_word<true, true><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
+				case 6: k_word<true, false, 32><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
+				case 7: k_word<true, false, 0><<<g, 256>>>(packed, recs, d8, st, mask, kLookups, seed, out); break;
 			}
 			CK(cudaEventRecord(e1));
 			CK(cudaEventSynchronize(e1));
@@ -283,7 +301,7 @@ int main() {
 		std::sort(s.begin(), s.end());
 		const double med = s[s.size() / 2];
 		if (plainMed == 0) plainMed = med;
-		printf("%-16s grid %5d  median %6.2f G lookups/s (%.3f of plain)  range %.2f-%.2f\n", v.name, v.grid, med, med / plainMed, s.front(),
+		printf("%-17s grid %5d  median %6.2f G lookups/s (%.3f of plain)  range %.2f-%.2f\n", v.name, v.grid, med, med / plainMed, s.front(),
 		       s.back());
 	}
 	return 0;
