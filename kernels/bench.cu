@@ -500,13 +500,17 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_range(bam::array<u64> a, u64 n, u
 
 // bam_bench_sum_lines_perm adds every element of a (2^lines_log2 lines of
 // per_line elements), one warp per line, lines visited in a pseudo-random
-// permutation.
+// permutation. As in bam::for_range, at most half of the cache's lines are
+// in flight: warps beyond that stay idle (a warp holds no reference between
+// its reads, so more lines in flight than the cache can keep get evicted
+// while still being read).
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_lines_perm(bam::array<u64> a, u64 lines_log2, u64 per_line, u64 seed, u64 *out) {
 	const u64 lines = 1ull << lines_log2;
-	const u64 warps = bam::grid_threads() >> 5;
+	const u64 warps = min(bam::grid_threads() >> 5, max(a.hot.sets * a.hot.ways / 2, 1ull));
 	const u32 lane = threadIdx.x & 31u;
 	u64 s = 0;
-	for (u64 w = bam::global_thread_id() >> 5; w < lines; w += warps) {
+	const u64 self = bam::global_thread_id() >> 5;
+	for (u64 w = self; self < warps && w < lines; w += warps) {
 		const u64 line = perm_bits(w, static_cast<u32>(lines_log2), seed);
 		for (u64 e = lane; e < per_line; e += 32) s += a.read(line * per_line + e);
 	}

@@ -420,7 +420,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	if len(failed) > 0 {
 		c1.Params["failed"] = failed
 	}
-	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); range: the same elements in order, warps taking them a line at a time (bam::for_range, as the engine's ReadRange, Sum and Gather do); random: one warp per line, lines in a pseudo-random permutation, every element read"
+	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); range: the same elements in order, warps taking them a line at a time (bam::for_range, as the engine's ReadRange, Sum and Gather do); random: one warp per line, lines in a pseudo-random permutation, every element read; range and random keep at most half of the cache's lines in flight"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
 	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()
