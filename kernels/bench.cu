@@ -506,7 +506,7 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_range(bam::array<u64> a, u64 n, u
 // while still being read).
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_lines_perm(bam::array<u64> a, u64 lines_log2, u64 per_line, u64 seed, u64 *out) {
 	const u64 lines = 1ull << lines_log2;
-	const u64 warps = min(bam::grid_threads() >> 5, max(a.hot.sets * a.hot.ways / 2, 1ull));
+	const u64 warps = min(bam::grid_threads() >> 5, a.lines_in_flight());
 	const u32 lane = threadIdx.x & 31u;
 	u64 s = 0;
 	const u64 self = bam::global_thread_id() >> 5;

@@ -305,6 +305,12 @@ class array {
 	// elems_per_line is how many elements one cache line holds.
 	__device__ __forceinline__ u64 elems_per_line() const { return (1ull << hot.line_shift) / sizeof(T); }
 
+	// lines_in_flight is how many of this array's lines a pass should read
+	// at once: half of its cache's lines. Reads hold no reference between
+	// them, so a pass with as many lines in flight as the cache holds has
+	// lines evicted while they are still being read (for_range follows it).
+	__device__ __forceinline__ u64 lines_in_flight() const { return max(hot.sets * hot.ways / 2, 1ull); }
+
 	__device__ __forceinline__ T operator[](u64 i) const { return read(i); }
 
 	// read returns element i (T{} after a recorded failure).
@@ -424,10 +430,8 @@ __device__ __forceinline__ void for_range(const array<T> &a, u64 start, u64 n, F
 		const u64 per = a.elems_per_line();
 		sh = 5;
 		while ((1ull << sh) < want && (1ull << sh) < per) sh++;
-		// A warp's chunk is 2^sh / per of a line: at most half of the
-		// cache's lines in flight.
-		const u64 half = max(a.hot.sets * a.hot.ways / 2, 1ull);
-		busy = min(warps, max((half * per) >> sh, 1ull));
+		// A warp's chunk is 2^sh / per of a line.
+		busy = min(warps, max((a.lines_in_flight() * per) >> sh, 1ull));
 	}
 	const u64 end = start + n;
 	const u64 first = start >> sh;
