@@ -11,9 +11,10 @@
 //	go run ./examples/graph bench  [--store DIR] [--scale 25] [--kinds kron,urand] [--cache-fractions 0.125,0.25,0.5]
 //	go run ./examples/graph demo   [--dir DIR] [--scale 20]
 //
-// Every command that reports numbers accepts --json. gen and import create
-// the store when it does not exist; --keep-self-loops and --keep-duplicates
-// keep what is dropped by default.
+// Every command that reports numbers accepts --json; bfs --json on the GPU
+// adds a level trace (direction, frontier, time and bytes read per level).
+// gen and import create the store when it does not exist; --keep-self-loops
+// and --keep-duplicates keep what is dropped by default.
 package main
 
 import (

@@ -36,6 +36,18 @@ type BFSResult struct {
 	Reached        uint64
 	EdgesTouched   uint64 // neighbour-list elements read (GPU: the sum of the degrees of reached vertices)
 	Elapsed        time.Duration
+	Trace          []BFSLevel // per level, GPU engine only
+}
+
+// BFSLevel is what one level of a BFS did and cost.
+type BFSLevel struct {
+	BottomUp bool    `json:"bottom_up"`
+	Frontier uint64  `json:"frontier"` // vertices on this level
+	Found    uint64  `json:"found"`    // vertices it reached for the next
+	Seconds  float64 `json:"time_s"`
+	// BytesRead is what the GPU cache read from storage during the level
+	// (edges on storage only).
+	BytesRead uint64 `json:"bytes_read,omitempty"`
 }
 
 // Direction-optimizing BFS (Beamer, Asanović and Patterson, SC'12): on an

@@ -308,12 +308,25 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	reached := uint64(1)
 	bottomUp, prev := false, uint64(0)
 	cb := make([]byte, 8)
+	filled := func() (uint64, error) {
+		if r.eng == nil {
+			return 0, nil
+		}
+		st, err := r.eng.Stats()
+		return st.FilledBytes, err
+	}
 	for level := uint32(0); nf > 0; level++ {
+		levelStart := time.Now()
+		before, err := filled()
+		if err != nil {
+			return nil, err
+		}
 		if err := count.Memset8(0); err != nil {
 			return nil, err
 		}
 		// Direction-optimizing on undirected graphs, as the CPU's BFS.
 		bottomUp = !r.Info.Directed && nextBottomUp(bottomUp, nf, prev, reached, n)
+		trace := BFSLevel{BottomUp: bottomUp, Frontier: nf}
 		prev = nf
 		if bottomUp {
 			// A warp per run of bottomUpRun consecutive vertices.
@@ -333,6 +346,12 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		if nf > n-reached {
 			return nil, fmt.Errorf("graph: GPU BFS level %d: frontier of %d vertices with %d of %d reached", level, nf, reached, n)
 		}
+		after, err := filled()
+		if err != nil {
+			return nil, err
+		}
+		trace.Found, trace.Seconds, trace.BytesRead = nf, time.Since(levelStart).Seconds(), after-before
+		res.Trace = append(res.Trace, trace)
 		reached += nf
 		res.Levels++
 		fa, fb = fb, fa

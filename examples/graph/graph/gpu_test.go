@@ -94,6 +94,7 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 				if !slices.Equal(got.Depth, want.Depth) {
 					t.Fatal("GPU depths differ from the CPU's")
 				}
+				checkTrace(t, got, p == OnStorage && run == 0)
 				cc, err := r.CC(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -115,5 +116,35 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 				}
 			}
 		})
+	}
+}
+
+// checkTrace checks a GPU BFS's level trace against its result: one entry
+// per level, each level's frontier the vertices the one before found, and
+// (with a cold cache on storage) some bytes read.
+func checkTrace(t *testing.T, r *BFSResult, cold bool) {
+	t.Helper()
+	if len(r.Trace) != r.Levels {
+		t.Fatalf("trace of %d levels, result says %d", len(r.Trace), r.Levels)
+	}
+	reached, up, read := uint64(1), 0, uint64(0)
+	for i, l := range r.Trace {
+		if i == 0 && l.Frontier != 1 || i > 0 && l.Frontier != r.Trace[i-1].Found {
+			t.Fatalf("level %d: frontier %d after a level that found %d", i, l.Frontier, r.Trace[max(i, 1)-1].Found)
+		}
+		if l.Seconds <= 0 {
+			t.Fatalf("level %d took %g s", i, l.Seconds)
+		}
+		reached += l.Found
+		read += l.BytesRead
+		if l.BottomUp {
+			up++
+		}
+	}
+	if reached != r.Reached || up != r.BottomUpLevels {
+		t.Fatalf("trace reaches %d vertices in %d bottom-up levels, result %d in %d", reached, up, r.Reached, r.BottomUpLevels)
+	}
+	if cold && read == 0 {
+		t.Fatal("a cold BFS on storage read no bytes, by its trace")
 	}
 }

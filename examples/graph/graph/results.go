@@ -35,6 +35,8 @@ type Summary struct {
 	CacheBytes    uint64   `json:"cache_bytes,omitempty"`
 	Validated     bool     `json:"validated"`
 	Output        string   `json:"output,omitempty"` // the .npy written
+	// LevelTrace is what each BFS level did and cost (GPU engine).
+	LevelTrace []BFSLevel `json:"level_trace,omitempty"`
 }
 
 // Fill computes the derived fields from the counts.

@@ -157,7 +157,7 @@ func runBFS[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpt
 		sum.CacheBytes = uint64(s.Options().CacheBytes)
 	}
 	sum.Levels, sum.Reached, sum.Seconds, sum.EdgesTouched = res.Levels, res.Reached, res.Elapsed.Seconds(), res.EdgesTouched
-	sum.BottomUp = res.BottomUpLevels
+	sum.BottomUp, sum.LevelTrace = res.BottomUpLevels, res.Trace
 	sum.Fill(info(g))
 	if o.Validate {
 		if err := ValidateBFS(ctx, g, src, res.Depth, o.Workers); err != nil {
