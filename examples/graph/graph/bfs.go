@@ -87,8 +87,15 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 	}
 	start := time.Now()
 	depth := make([]int32, g.N)
-	for i := range depth {
-		depth[i] = Unreached
+	// Set on all workers: over a large graph one thread filling the array
+	// (first touches of fresh pages) is a share of the whole run worth
+	// having.
+	if err := parallelRange(ctx, opt.workers(), len(depth), 1<<20, func(lo, hi int) {
+		for i := range depth[lo:hi] {
+			depth[lo+i] = Unreached
+		}
+	}); err != nil {
+		return nil, err
 	}
 	depth[src] = 0
 	next := make([]uint64, (g.N+63)/64)

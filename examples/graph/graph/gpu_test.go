@@ -141,6 +141,15 @@ func checkTrace(t *testing.T, r *BFSResult, cold bool) {
 			up++
 		}
 	}
+	var counted uint64
+	for _, d := range r.Depth {
+		if d >= 0 {
+			counted++
+		}
+	}
+	if counted != r.Reached {
+		t.Fatalf("%d vertices have a depth, result says %d reached", counted, r.Reached)
+	}
 	if reached != r.Reached || up != r.BottomUpLevels {
 		t.Fatalf("trace reaches %d vertices in %d bottom-up levels, result %d in %d", reached, up, r.Reached, r.BottomUpLevels)
 	}
