@@ -152,13 +152,23 @@ __device__ void cc_link(V *comp, u64 u, u64 v) {
 	}
 }
 
-// cc_link_first: thread per vertex, link to neighbours 0..rounds-1.
+// cc_link_first: a warp per chunk of the edges array (a cache line of
+// edges, for edges on storage); its lanes take the vertices whose lists
+// start in the chunk, chunk_first[c] up to chunk_first[c + 1], and link each
+// to its neighbours 0..rounds-1. A warp's reads then fall in one line, filled
+// once and copied by the whole warp, where the first edges of 32 consecutive
+// vertices straddle two lines and split the warp into two fills.
 template <typename E>
-__device__ void cc_link_first(const u64 *__restrict__ offsets, E edges, u64 n, u32 rounds, typename reader_of<E>::vertex *comp) {
-	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) {
-		const u64 start = offsets[v], end = offsets[v + 1];
-		for (u32 r = 0; r < rounds && start + r < end; r++) {
-			cc_link(comp, v, (u64)read_one(edges, start + r));
+__device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__restrict__ chunk_first, u64 chunks, E edges,
+                              u32 rounds, typename reader_of<E>::vertex *comp) {
+	const u32 lane = threadIdx.x & 31;
+	for (u64 c = warp_id(); c < chunks; c += grid_warps()) {
+		const u64 v0 = chunk_first[c], v1 = chunk_first[c + 1];
+		for (u64 v = v0 + lane; v < v1; v += 32) {
+			const u64 start = offsets[v], end = offsets[v + 1];
+			for (u32 r = 0; r < rounds && start + r < end; r++) {
+				cc_link(comp, v, (u64)read_one(edges, start + r));
+			}
 		}
 	}
 }
@@ -214,12 +224,13 @@ __device__ void cc_compress(V *comp, u64 n) {
 	                                                   u32 level, V *next, unsigned long long *next_len) {          \
 		bfs_claim_parents(offsets, edges, n, depth, level, next, next_len);                                          \
 	}                                                                                                                \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 rounds,       \
-	                                               V *comp) {                                                        \
-		cc_link_first(offsets, edges, n, rounds, comp);                                                              \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,           \
+	                                               bam::array<V> edges, u32 rounds, V *comp) {                       \
+		cc_link_first(offsets, chunk_first, chunks, edges, rounds, comp);                                            \
 	}                                                                                                                \
-	BAM_KERNEL void graph_cc_link_first_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 rounds, V *comp) { \
-		cc_link_first(offsets, edges, n, rounds, comp);                                                              \
+	BAM_KERNEL void graph_cc_link_first_##VS##_mem(const u64 *offsets, const u64 *chunk_first, u64 chunks,            \
+	                                               const V *edges, u32 rounds, V *comp) {                            \
+		cc_link_first(offsets, chunk_first, chunks, edges, rounds, comp);                                            \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_rest_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 from,          \
 	                                              u64 skip, V *comp) {                                               \

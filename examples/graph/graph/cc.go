@@ -17,6 +17,14 @@ type CCResult struct {
 	Largest      uint64 // vertices in the largest component
 	EdgesTouched uint64 // neighbour-list elements used: the first ones of every vertex, the rest of those linked in the second pass
 	Elapsed      time.Duration
+	Trace        []Stage // per stage, GPU engine only
+}
+
+// Stage is the time and the bytes read from storage of one stage of a run.
+type Stage struct {
+	Name      string  `json:"name"`
+	Seconds   float64 `json:"time_s"`
+	BytesRead uint64  `json:"bytes_read,omitempty"` // by the GPU cache, edges on storage only
 }
 
 // Afforest parameters (Sutton et al., as in GAP): neighbours linked per

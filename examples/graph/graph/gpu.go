@@ -66,8 +66,14 @@ type GPU[V VertexID] struct {
 	dEdges *cuda.DeviceMem
 	hEdges *cuda.HostMem
 	dOff   *cuda.DeviceMem
-	blocks uint32
-	vs     string // "u32" or "u64"
+	// dChunks holds, for each chunk of chunkEdges edges (a cache line's
+	// worth), the first vertex whose list starts in it or later; one more
+	// entry closes the last chunk (chunkFirst).
+	dChunks    *cuda.DeviceMem
+	chunks     uint64
+	chunkEdges uint64
+	blocks     uint32
+	vs         string // "u32" or "u64"
 	// back holds two pinned buffers of one per-vertex array each, made on
 	// first use: results come back through them (readBack).
 	back [2]*cuda.HostMem
@@ -169,6 +175,13 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		return nil, err
 	}
 	if r.dOff, err = upload(r.cctx, cuda.AsBytes(g.Offsets)); err != nil {
+		return nil, err
+	}
+	var zero V
+	r.chunkEdges = max(1, uint64(lineSize)/uint64(sizeOf(zero)))
+	first := chunkFirst(g.Offsets, r.chunkEdges)
+	r.chunks = uint64(len(first) - 1)
+	if r.dChunks, err = upload(r.cctx, cuda.AsBytes(first)); err != nil {
 		return nil, err
 	}
 	edgesObj := edgesName(name)
@@ -287,6 +300,59 @@ func (r *GPU[V]) ColdCache(ctx context.Context) error {
 	return r.eng.Invalidate(ctx)
 }
 
+// chunkFirst returns, for each chunk c of chunk edges of the CSR offsets
+// (edges c*chunk up to (c+1)*chunk), the first vertex whose list starts at
+// c*chunk or later, and one more entry for the end of the edges: the
+// vertices whose lists start in chunk c are first[c] up to first[c+1].
+// Vertices after the last edge have empty lists and belong to no chunk.
+func chunkFirst(offsets []uint64, chunk uint64) []uint64 {
+	n := uint64(len(offsets) - 1)
+	m := offsets[n]
+	chunks := (m + chunk - 1) / chunk
+	first := make([]uint64, chunks+1)
+	v := uint64(0)
+	for c := range first {
+		bound := min(uint64(c)*chunk, m)
+		for v < n && offsets[v] < bound {
+			v++
+		}
+		first[c] = v
+	}
+	return first
+}
+
+// filledBytes is what the GPU cache has read from storage so far.
+func (r *GPU[V]) filledBytes() (uint64, error) {
+	st, err := r.eng.Stats()
+	return st.FilledBytes, err
+}
+
+// stageClock times consecutive stages of a run and the bytes the cache
+// read in each.
+type stageClock struct {
+	filled func() (uint64, error)
+	at     time.Time
+	bytes  uint64
+	trace  []Stage
+}
+
+func newStageClock(filled func() (uint64, error)) (*stageClock, error) {
+	b, err := filled()
+	return &stageClock{filled: filled, at: time.Now(), bytes: b}, err
+}
+
+// done ends the stage called name.
+func (c *stageClock) done(name string) error {
+	b, err := c.filled()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	c.trace = append(c.trace, Stage{Name: name, Seconds: now.Sub(c.at).Seconds(), BytesRead: b - c.bytes})
+	c.at, c.bytes = now, b
+	return nil
+}
+
 // CacheStats returns the GPU engine's counters.
 func (r *GPU[V]) CacheStats() (gpuengine.Stats, error) { return r.eng.Stats() }
 
@@ -350,16 +416,9 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	reached := uint64(1)
 	bottomUp, prev := false, uint64(0)
 	cb := make([]byte, 8)
-	filled := func() (uint64, error) {
-		if r.eng == nil {
-			return 0, nil
-		}
-		st, err := r.eng.Stats()
-		return st.FilledBytes, err
-	}
 	for level := uint32(0); nf > 0; level++ {
 		levelStart := time.Now()
-		before, err := filled()
+		before, err := r.filledBytes()
 		if err != nil {
 			return nil, err
 		}
@@ -388,7 +447,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		if nf > n-reached {
 			return nil, fmt.Errorf("graph: GPU BFS level %d: frontier of %d vertices with %d of %d reached", level, nf, reached, n)
 		}
-		after, err := filled()
+		after, err := r.filledBytes()
 		if err != nil {
 			return nil, err
 		}
@@ -430,16 +489,27 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	clock, err := newStageClock(r.filledBytes)
+	if err != nil {
+		return nil, err
+	}
+	start := clock.at
 	off := cuda.Ptr(r.dOff.Ptr())
 	if err := r.launch(ctx, "graph_cc_init_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
 		return nil, err
 	}
-	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), r.threads(n), off, edges, cuda.U64(n),
-		cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
+	// A warp per chunk of edges, as many warps as a thread per vertex had.
+	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), cuda.Linear(r.chunks*32, 256, 4*r.blocks), off,
+		cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks), edges, cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
 		return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
 	}
+	if err := clock.done("init, link first"); err != nil {
+		return nil, err
+	}
 	if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
+		return nil, err
+	}
+	if err := clock.done("compress"); err != nil {
 		return nil, err
 	}
 	// The labels after the first pass, for sampling the largest component:
@@ -460,19 +530,31 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 			}
 		}
 	}
+	if err := clock.done("sample"); err != nil {
+		return nil, err
+	}
 	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_rest_%s_%s", r.vs, kind), r.warps(n), off, edges, cuda.U64(n),
 		cuda.U32(ccSampleRounds), cuda.U64(skip), cuda.Ptr(comp.Ptr())); err != nil {
 		return nil, fmt.Errorf("graph: GPU CC second pass: %w", err)
 	}
+	if err := clock.done("link rest"); err != nil {
+		return nil, err
+	}
 	if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
+		return nil, err
+	}
+	if err := clock.done("compress"); err != nil {
 		return nil, err
 	}
 	final := make([]V, n)
 	if err := readBack(ctx, comp, back, cuda.AsBytes(final)); err != nil {
 		return nil, err
 	}
-	elapsed := time.Since(start)
-	res := &CCResult{Comp: make([]uint64, n), Elapsed: elapsed}
+	if err := clock.done("read back"); err != nil {
+		return nil, err
+	}
+	elapsed := clock.at.Sub(start)
+	res := &CCResult{Comp: make([]uint64, n), Elapsed: elapsed, Trace: clock.trace}
 	for i, c := range final {
 		res.Comp[i] = uint64(c)
 	}
@@ -492,7 +574,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 // Close frees the device memory and stops the engine.
 func (r *GPU[V]) Close() error {
 	var errs []error
-	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dOff} {
+	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dOff, r.dChunks} {
 		if m != nil {
 			errs = append(errs, m.Free())
 		}

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 
@@ -104,6 +105,13 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 				}
 				if !slices.Equal(cc.Comp, wantCC.Comp) {
 					t.Fatal("GPU components differ from the CPU's")
+				}
+				var sum float64
+				for _, st := range cc.Trace {
+					sum += st.Seconds
+				}
+				if len(cc.Trace) == 0 || math.Abs(sum-cc.Elapsed.Seconds()) > 1e-6 {
+					t.Fatalf("CC stages add up to %g s, the run took %g s: %+v", sum, cc.Elapsed.Seconds(), cc.Trace)
 				}
 			}
 			if p == OnStorage {

@@ -37,6 +37,8 @@ type Summary struct {
 	Output        string   `json:"output,omitempty"` // the .npy written
 	// LevelTrace is what each BFS level did and cost (GPU engine).
 	LevelTrace []BFSLevel `json:"level_trace,omitempty"`
+	// StageTrace is what each stage of a CC run cost (GPU engine).
+	StageTrace []Stage `json:"stage_trace,omitempty"`
 }
 
 // Fill computes the derived fields from the counts.

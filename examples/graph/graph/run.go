@@ -203,6 +203,7 @@ func runCC[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpti
 		sum.CacheBytes = uint64(s.Options().CacheBytes)
 	}
 	sum.Components, sum.Largest, sum.Seconds, sum.EdgesTouched = res.Components, res.Largest, res.Elapsed.Seconds(), res.EdgesTouched
+	sum.StageTrace = res.Trace
 	sum.Fill(info(g))
 	if o.Validate {
 		if err := ValidateCC(ctx, g, res.Comp); err != nil {
