@@ -99,24 +99,23 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 
 // bfs_claim_parents is BFS's bottom-up step (Beamer's direction-optimizing
 // BFS): every unreached vertex looks for a neighbour on the current level
-// and, once one is found, stops reading its list. A warp takes runs of
-// bottom_up_run consecutive vertices, so consecutive lists share the lines
-// a lane holds; the lanes read consecutive neighbours (coalesced). The
-// vertices it reaches are appended to next (one atomicAdd per warp and
-// vertex found), so the following level may go top-down again. It needs
-// the reverse of every edge (an undirected graph): the parent found is an
-// in-neighbour.
-constexpr u64 bottom_up_run = 32;
-
+// and, once one is found, stops reading its list. A warp takes the vertices
+// whose lists start in one chunk of a cache line's edges (chunk_first, as
+// cc_link_first), so the lists it reads share one line; the lanes read
+// consecutive neighbours (coalesced). The vertices it reaches are appended
+// to next (one atomicAdd per warp and vertex found), so the following
+// level may go top-down again. It needs the reverse of every edge (an
+// undirected graph): the parent found is an in-neighbour.
 template <typename E>
-__device__ void bfs_claim_parents(const u64 *__restrict__ offsets, E edges, u64 n, u32 *__restrict__ depth, u32 level,
-                                  typename reader_of<E>::vertex *__restrict__ next, unsigned long long *__restrict__ next_len) {
+__device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__restrict__ chunk_first, u64 chunks, E edges,
+                                  u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
+                                  unsigned long long *__restrict__ next_len) {
 	using V = typename reader_of<E>::vertex;
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
-	for (u64 run = warp_id() * bottom_up_run; run < n; run += grid_warps() * bottom_up_run) {
-		const u64 run_end = run + bottom_up_run < n ? run + bottom_up_run : n;
-		for (u64 v = run; v < run_end; v++) {
+	for (u64 c = warp_id(); c < chunks; c += grid_warps()) {
+		const u64 v1 = chunk_first[c + 1];
+		for (u64 v = chunk_first[c]; v < v1; v++) {
 			if (depth[v] != unreached) continue;  // warp-uniform: one address
 			const u64 start = offsets[v], end = offsets[v + 1];
 			bool found = false;
@@ -130,7 +129,7 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, E edges, u64 
 				next[atomicAdd(next_len, 1ull)] = static_cast<V>(v);
 			}
 		}
-		rd.release();  // hold no line between runs
+		rd.release();  // hold no line between chunks
 	}
 }
 
@@ -216,13 +215,15 @@ __device__ void cc_compress(V *comp, u64 n) {
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
 		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
 	}                                                                                                                \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 *depth,   \
-	                                                    u32 level, V *next, unsigned long long *next_len) {         \
-		bfs_claim_parents(offsets, edges, n, depth, level, next, next_len);                                          \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,       \
+	                                                    bam::array<V> edges, u32 *depth, u32 level, V *next,       \
+	                                                    unsigned long long *next_len) {                             \
+		bfs_claim_parents(offsets, chunk_first, chunks, edges, depth, level, next, next_len);                        \
 	}                                                                                                                \
-	BAM_KERNEL void graph_bfs_claim_parents_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 *depth,        \
-	                                                   u32 level, V *next, unsigned long long *next_len) {          \
-		bfs_claim_parents(offsets, edges, n, depth, level, next, next_len);                                          \
+	BAM_KERNEL void graph_bfs_claim_parents_##VS##_mem(const u64 *offsets, const u64 *chunk_first, u64 chunks,        \
+	                                                   const V *edges, u32 *depth, u32 level, V *next,              \
+	                                                   unsigned long long *next_len) {                              \
+		bfs_claim_parents(offsets, chunk_first, chunks, edges, depth, level, next, next_len);                        \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,           \
 	                                               bam::array<V> edges, u32 rounds, V *comp) {                       \

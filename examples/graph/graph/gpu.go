@@ -356,10 +356,6 @@ func (c *stageClock) done(name string) error {
 // CacheStats returns the GPU engine's counters.
 func (r *GPU[V]) CacheStats() (gpuengine.Stats, error) { return r.eng.Stats() }
 
-// bottomUpRun is the run of consecutive vertices a warp takes in a
-// bottom-up level (kernels/graph.cu, bottom_up_run).
-const bottomUpRun = 32
-
 // BFS runs a breadth-first search from src on the GPU; on undirected
 // graphs, levels with large frontiers run bottom-up (nextBottomUp).
 func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
@@ -430,9 +426,9 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		trace := BFSLevel{BottomUp: bottomUp, Frontier: nf}
 		prev = nf
 		if bottomUp {
-			// A warp per run of bottomUpRun consecutive vertices.
-			if err := r.launch(ctx, fnUp, r.warps((n+bottomUpRun-1)/bottomUpRun), cuda.Ptr(r.dOff.Ptr()), edges, cuda.U64(n),
-				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+			// A warp per chunk of a line's edges.
+			if err := r.launch(ctx, fnUp, r.warps(r.chunks), cuda.Ptr(r.dOff.Ptr()), cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks),
+				edges, cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
 				return nil, fmt.Errorf("graph: GPU BFS level %d (bottom-up): %w", level, err)
 			}
 			res.BottomUpLevels++
