@@ -26,6 +26,7 @@ namespace {
 // Accessors: a reader per lane, created once per kernel thread.
 template <typename V>
 struct mem_reader {
+	using vertex = V;
 	const V *p;
 	__device__ explicit mem_reader(const V *q) : p(q) {}
 	__device__ __forceinline__ V operator[](u64 i) { return p[i]; }
@@ -34,6 +35,7 @@ struct mem_reader {
 
 template <typename V>
 struct bam_reader {
+	using vertex = V;
 	bam::array_ref<V> ref;
 	__device__ explicit bam_reader(bam::array<V> a) : ref(a) {}
 	__device__ __forceinline__ V operator[](u64 i) { return ref[i]; }
@@ -64,36 +66,87 @@ constexpr u32 unreached = 0xffffffffu;
 __device__ __forceinline__ u64 warp_id() { return bam::global_thread_id() / 32; }
 __device__ __forceinline__ u64 grid_warps() { return bam::grid_threads() / 32; }
 
-// bfs_expand: warp per frontier vertex; every lane reads neighbours
-// start+lane, start+lane+32, ... and claims unreached ones for the next
-// level. Appends to next are aggregated per warp (one atomicAdd).
+// Top-down levels give a warp to each frontier vertex, except the vertices
+// whose lists are longer than big_list: one warp would walk such a list
+// alone long after the others finished (a Kronecker graph's hubs hold
+// lists of a hundred thousand edges and more). bfs_expand puts them on a
+// list of their own instead, and bfs_expand_big then shares their edges
+// among all the grid's warps in segments of big_segment.
+constexpr u64 big_list = 4096;
+constexpr u64 big_segment = 1024;
+
+// expand_segment reads neighbours start..end-1 of a frontier vertex with the
+// warp's lanes (consecutive neighbours, coalesced) and claims the unreached
+// ones for the next level. Appends to next are aggregated per warp (one
+// atomicAdd a round).
+template <typename R>
+__device__ __forceinline__ void expand_segment(R &rd, u64 start, u64 end, u32 *__restrict__ depth, u32 level,
+                                               typename R::vertex *__restrict__ next, unsigned long long *__restrict__ next_len) {
+	using V = typename R::vertex;
+	const u32 lane = threadIdx.x & 31;
+	for (u64 base = start; base < end; base += 32) {
+		const u64 i = base + lane;
+		bool claimed = false;
+		V u = 0;
+		if (i < end) {
+			u = rd[i];
+			if (depth[u] == unreached) claimed = atomicCAS(&depth[u], unreached, level + 1) == unreached;
+		}
+		const u32 mask = __ballot_sync(bam::full_warp_mask, claimed);
+		if (mask) {
+			unsigned long long at = 0;
+			if (lane == 0) at = atomicAdd(next_len, (unsigned long long)__popc(mask));
+			at = __shfl_sync(bam::full_warp_mask, at, 0);
+			if (claimed) next[at + __popc(mask & ((1u << lane) - 1))] = u;
+		}
+	}
+}
+
+// bfs_expand: warp per frontier vertex; vertices with lists longer than
+// big_list go to big (big_len counts them) for bfs_expand_big.
 template <typename E>
 __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ frontier,
                            u64 n_frontier, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
-                           unsigned long long *__restrict__ next_len) {
-	using V = typename reader_of<E>::vertex;
+                           unsigned long long *__restrict__ next_len, typename reader_of<E>::vertex *__restrict__ big,
+                           unsigned long long *__restrict__ big_len) {
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
 	for (u64 w = warp_id(); w < n_frontier; w += grid_warps()) {
 		const u64 v = frontier[w];
 		const u64 start = offsets[v], end = offsets[v + 1];
-		for (u64 base = start; base < end; base += 32) {
-			const u64 i = base + lane;
-			bool claimed = false;
-			V u = 0;
-			if (i < end) {
-				u = rd[i];
-				if (depth[u] == unreached) claimed = atomicCAS(&depth[u], unreached, level + 1) == unreached;
-			}
-			const u32 mask = __ballot_sync(bam::full_warp_mask, claimed);
-			if (mask) {
-				unsigned long long at = 0;
-				if (lane == 0) at = atomicAdd(next_len, (unsigned long long)__popc(mask));
-				at = __shfl_sync(bam::full_warp_mask, at, 0);
-				if (claimed) next[at + __popc(mask & ((1u << lane) - 1))] = u;
-			}
+		if (end - start > big_list) {
+			if (lane == 0) big[atomicAdd(big_len, 1ull)] = frontier[w];
+			continue;  // warp-uniform
 		}
+		expand_segment(rd, start, end, depth, level, next, next_len);
 		rd.release();  // hold no line while idle: live references stay bounded by the active lists
+	}
+}
+
+// bfs_expand_big: the lists of the n_big vertices of big, cut into
+// segments of big_segment edges, the segments of all of them dealt out to
+// the warps in turn (each warp counts the segments before each vertex, so
+// no prefix sum is needed).
+template <typename E>
+__device__ void bfs_expand_big(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ big,
+                               u64 n_big, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
+                               unsigned long long *__restrict__ next_len) {
+	typename reader_of<E>::type rd(edges);
+	const u64 w = warp_id(), warps = grid_warps();
+	u64 before = 0;  // segments of the vertices before k
+	for (u64 k = 0; k < n_big; k++) {
+		const u64 v = big[k];
+		const u64 start = offsets[v], end = offsets[v + 1];
+		const u64 segs = (end - start + big_segment - 1) / big_segment;
+		// This warp's first segment of v: global segment before + s is
+		// dealt to warp (before + s) mod warps.
+		u64 s = (w + warps - before % warps) % warps;
+		for (; s < segs; s += warps) {
+			const u64 a = start + s * big_segment;
+			expand_segment(rd, a, min(a + big_segment, end), depth, level, next, next_len);
+		}
+		rd.release();
+		before += segs;
 	}
 }
 
@@ -208,12 +261,23 @@ __device__ void cc_compress(V *comp, u64 n) {
 
 #define GRAPH_KERNELS(VS, V)                                                                                        \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *frontier, u64 nf,  \
-	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
+	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len, V *big,  \
+	                                            unsigned long long *big_len) {                                       \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_len);                       \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_expand_##VS##_mem(const u64 *offsets, const V *edges, const V *frontier, u64 nf,       \
-	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len) {      \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len);                                      \
+	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len, V *big,  \
+	                                            unsigned long long *big_len) {                                       \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_len);                       \
+	}                                                                                                                \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_big_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *big,          \
+	                                                u64 n_big, u32 *depth, u32 level, V *next,                       \
+	                                                unsigned long long *next_len) {                                  \
+		bfs_expand_big(offsets, edges, big, n_big, depth, level, next, next_len);                                    \
+	}                                                                                                                \
+	BAM_KERNEL void graph_bfs_expand_big_##VS##_mem(const u64 *offsets, const V *edges, const V *big, u64 n_big,      \
+	                                                u32 *depth, u32 level, V *next, unsigned long long *next_len) {  \
+		bfs_expand_big(offsets, edges, big, n_big, depth, level, next, next_len);                                    \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,       \
 	                                                    bam::array<V> edges, u32 *depth, u32 level, V *next,       \

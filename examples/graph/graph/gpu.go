@@ -384,7 +384,12 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		return nil, err
 	}
 	defer fb.Free()
-	count, err := r.cctx.Alloc(8)
+	big, err := r.cctx.Alloc(vsz * max(n, 1)) // frontier vertices with long lists (bfs_expand_big)
+	if err != nil {
+		return nil, err
+	}
+	defer big.Free()
+	count, err := r.cctx.Alloc(16) // the next frontier's length, then big's
 	if err != nil {
 		return nil, err
 	}
@@ -407,11 +412,12 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	}
 	fn := fmt.Sprintf("graph_bfs_expand_%s_%s", r.vs, kind)
 	fnUp := fmt.Sprintf("graph_bfs_claim_parents_%s_%s", r.vs, kind)
+	fnBig := fmt.Sprintf("graph_bfs_expand_big_%s_%s", r.vs, kind)
 	res := &BFSResult{Source: src}
 	nf := uint64(1)
 	reached := uint64(1)
 	bottomUp, prev := false, uint64(0)
-	cb := make([]byte, 8)
+	cb := make([]byte, 16)
 	for level := uint32(0); nf > 0; level++ {
 		levelStart := time.Now()
 		before, err := r.filledBytes()
@@ -431,13 +437,32 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 				edges, cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
 				return nil, fmt.Errorf("graph: GPU BFS level %d (bottom-up): %w", level, err)
 			}
+			if err := count.Read(0, cb); err != nil {
+				return nil, err
+			}
 			res.BottomUpLevels++
-		} else if err := r.launch(ctx, fn, r.warps(nf), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
-			cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
-			return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
-		}
-		if err := count.Read(0, cb); err != nil {
-			return nil, err
+		} else {
+			if err := r.launch(ctx, fn, r.warps(nf), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
+				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()), cuda.Ptr(big.Ptr()),
+				cuda.Ptr(count.Ptr().Add(8))); err != nil {
+				return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
+			}
+			if err := count.Read(0, cb); err != nil {
+				return nil, err
+			}
+			// The long lists the first kernel left, shared by all warps.
+			if nBig := *(*uint64)(unsafe.Pointer(&cb[8])); nBig > 0 {
+				if nBig > nf {
+					return nil, fmt.Errorf("graph: GPU BFS level %d: %d long lists in a frontier of %d", level, nBig, nf)
+				}
+				if err := r.launch(ctx, fnBig, r.warps(n), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(big.Ptr()), cuda.U64(nBig),
+					cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+					return nil, fmt.Errorf("graph: GPU BFS level %d (long lists): %w", level, err)
+				}
+				if err := count.Read(0, cb); err != nil {
+					return nil, err
+				}
+			}
 		}
 		nf = *(*uint64)(unsafe.Pointer(&cb[0]))
 		if nf > n-reached {

@@ -35,6 +35,7 @@ func TestGPUAgainstCPU(t *testing.T) {
 		{"urand13", Uniform, 13, true, false},
 		{"kron12-directed", Kronecker, 12, false, false},
 		{"kron12-wide", Kronecker, 12, true, true},
+		{"hubs", "", 0, true, false}, // hubGraph: lists longer than a top-down warp takes alone
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -48,8 +49,11 @@ func TestGPUAgainstCPU(t *testing.T) {
 }
 
 func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *bam.Store, name string, kind Kind, scale int, sym bool) {
-	el, err := Generate[V](ctx, GenOptions{Kind: kind, Scale: scale, Seed: 5})
-	if err != nil {
+	var el *EdgeList[V]
+	var err error
+	if kind == "" {
+		el = hubGraph[V]()
+	} else if el, err = Generate[V](ctx, GenOptions{Kind: kind, Scale: scale, Seed: 5}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Build(ctx, el, BuildOptions{Symmetrize: sym})
@@ -164,4 +168,31 @@ func checkTrace(t *testing.T, r *BFSResult, cold bool) {
 	if cold && read == 0 {
 		t.Fatal("a cold BFS on storage read no bytes, by its trace")
 	}
+}
+
+// hubGraph has two hubs whose lists (12000 and 14000 neighbours, sharing
+// some) are longer than the kernels' long-list threshold (bfs_expand's
+// big_list, 4096), a path hanging off one of their neighbours, and a
+// component of its own; vertex 0 is the first hub, so a BFS from it has a
+// long list on its first level.
+func hubGraph[V VertexID]() *EdgeList[V] {
+	el := &EdgeList[V]{N: 20100}
+	add := func(a, b int) {
+		el.Src = append(el.Src, V(a))
+		el.Dst = append(el.Dst, V(b))
+	}
+	for v := 2; v < 12002; v++ {
+		add(0, v)
+	}
+	for v := 6000; v < 20000; v++ {
+		add(1, v)
+	}
+	for v := 20000; v < 20050; v++ {
+		add(v, v+1) // a path from 20000, off hub 1's neighbour 19999
+	}
+	add(19999, 20000)
+	for v := 20060; v < 20099; v++ {
+		add(v, v+1) // a separate component
+	}
+	return el
 }
