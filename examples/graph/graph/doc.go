@@ -27,6 +27,14 @@
 // the rule). Directed graphs, whose lists hold out-neighbours only, always
 // run top-down.
 //
+// How the GPU kernels share the work: a top-down level gives a warp to each
+// frontier vertex, except that lists longer than 4096 edges (a Kronecker
+// graph's hubs) are cut into segments dealt out to every warp; a bottom-up
+// level and CC's first pass give a warp the vertices whose lists start in
+// one cache line's worth of edges, so that a warp's reads share a line.
+// GPU runs record where their time goes: BFSResult.Trace per level,
+// CCResult.Trace per stage, each with the bytes read from storage.
+//
 // # Invariants
 //
 //   - Offsets are non-decreasing, start at 0 and end at the edge count;
