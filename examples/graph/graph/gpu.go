@@ -66,14 +66,13 @@ type GPU[V VertexID] struct {
 	dEdges *cuda.DeviceMem
 	hEdges *cuda.HostMem
 	dOff   *cuda.DeviceMem
-	// dChunks holds, for each chunk of chunkEdges edges (a cache line's
-	// worth), the first vertex whose list starts in it or later; one more
+	// dChunks holds, for each of the chunks of a cache line's worth of
+	// edges, the first vertex whose list starts in it or later; one more
 	// entry closes the last chunk (chunkFirst).
-	dChunks    *cuda.DeviceMem
-	chunks     uint64
-	chunkEdges uint64
-	blocks     uint32
-	vs         string // "u32" or "u64"
+	dChunks *cuda.DeviceMem
+	chunks  uint64
+	blocks  uint32
+	vs      string // "u32" or "u64"
 	// back holds two pinned buffers of one per-vertex array each, made on
 	// first use: results come back through them (readBack).
 	back [2]*cuda.HostMem
@@ -178,8 +177,7 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		return nil, err
 	}
 	var zero V
-	r.chunkEdges = max(1, uint64(lineSize)/uint64(sizeOf(zero)))
-	first := chunkFirst(g.Offsets, r.chunkEdges)
+	first := chunkFirst(g.Offsets, max(1, uint64(lineSize)/uint64(sizeOf(zero))))
 	r.chunks = uint64(len(first) - 1)
 	if r.dChunks, err = upload(r.cctx, cuda.AsBytes(first)); err != nil {
 		return nil, err
