@@ -72,8 +72,16 @@ __device__ __forceinline__ u64 grid_warps() { return bam::grid_threads() / 32; }
 // lists of a hundred thousand edges and more). bfs_expand puts them on a
 // list of their own instead, and bfs_expand_big then shares their edges
 // among all the grid's warps in segments of big_segment.
+//
+// The list: one 64-bit counter, the vertices listed in its high 32 bits
+// and their segments in its low 32 (a graph of fewer than 2^42 edges), so
+// that one atomicAdd gives a vertex both its place k and the number of
+// segments listed before it, big_first[k]: ascending in k, the table
+// bfs_expand_big searches to find the vertex of a segment.
 constexpr u64 big_list = 4096;
 constexpr u64 big_segment = 1024;
+constexpr u32 big_count_shift = 32;
+constexpr u64 big_segs_mask = (1ull << big_count_shift) - 1;
 
 // expand_segment reads neighbours start..end-1 of a frontier vertex with the
 // warp's lanes (consecutive neighbours, coalesced) and claims the unreached
@@ -103,19 +111,26 @@ __device__ __forceinline__ void expand_segment(R &rd, u64 start, u64 end, u32 *_
 }
 
 // bfs_expand: warp per frontier vertex; vertices with lists longer than
-// big_list go to big (big_len counts them) for bfs_expand_big.
+// big_list go to big, with their first segment's number in big_first
+// (big_count is the packed counter above), for bfs_expand_big.
 template <typename E>
 __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ frontier,
                            u64 n_frontier, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
                            unsigned long long *__restrict__ next_len, typename reader_of<E>::vertex *__restrict__ big,
-                           unsigned long long *__restrict__ big_len) {
+                           u64 *__restrict__ big_first, unsigned long long *__restrict__ big_count) {
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
 	for (u64 w = warp_id(); w < n_frontier; w += grid_warps()) {
 		const u64 v = frontier[w];
 		const u64 start = offsets[v], end = offsets[v + 1];
 		if (end - start > big_list) {
-			if (lane == 0) big[atomicAdd(big_len, 1ull)] = frontier[w];
+			if (lane == 0) {
+				const u64 segs = (end - start + big_segment - 1) / big_segment;
+				const u64 old = atomicAdd(big_count, (1ull << big_count_shift) | segs);
+				const u64 k = old >> big_count_shift;
+				big[k] = frontier[w];
+				big_first[k] = old & big_segs_mask;
+			}
 			continue;  // warp-uniform
 		}
 		expand_segment(rd, start, end, depth, level, next, next_len);
@@ -123,30 +138,26 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 	}
 }
 
-// bfs_expand_big: the lists of the n_big vertices of big, cut into
-// segments of big_segment edges, the segments of all of them dealt out to
-// the warps in turn (each warp counts the segments before each vertex, so
-// no prefix sum is needed).
+// bfs_expand_big: the n_segs segments of big_segment edges of the n_big
+// listed vertices, dealt out to the warps in turn; a warp finds the vertex
+// of segment g by a binary search of big_first (small, and read by every
+// warp: it stays in the L2).
 template <typename E>
 __device__ void bfs_expand_big(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ big,
-                               u64 n_big, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
-                               unsigned long long *__restrict__ next_len) {
+                               const u64 *__restrict__ big_first, u64 n_big, u64 n_segs, u32 *__restrict__ depth, u32 level,
+                               typename reader_of<E>::vertex *__restrict__ next, unsigned long long *__restrict__ next_len) {
 	typename reader_of<E>::type rd(edges);
-	const u64 w = warp_id(), warps = grid_warps();
-	u64 before = 0;  // segments of the vertices before k
-	for (u64 k = 0; k < n_big; k++) {
-		const u64 v = big[k];
-		const u64 start = offsets[v], end = offsets[v + 1];
-		const u64 segs = (end - start + big_segment - 1) / big_segment;
-		// This warp's first segment of v: global segment before + s is
-		// dealt to warp (before + s) mod warps.
-		u64 s = (w + warps - before % warps) % warps;
-		for (; s < segs; s += warps) {
-			const u64 a = start + s * big_segment;
-			expand_segment(rd, a, min(a + big_segment, end), depth, level, next, next_len);
+	for (u64 g = warp_id(); g < n_segs; g += grid_warps()) {
+		// The last k with big_first[k] <= g (big_first[0] is 0).
+		u64 lo = 0, hi = n_big;
+		while (hi - lo > 1) {
+			const u64 mid = (lo + hi) / 2;
+			if (big_first[mid] <= g) lo = mid; else hi = mid;
 		}
+		const u64 v = big[lo];
+		const u64 a = offsets[v] + (g - big_first[lo]) * big_segment;
+		expand_segment(rd, a, min(a + big_segment, offsets[v + 1]), depth, level, next, next_len);
 		rd.release();
-		before += segs;
 	}
 }
 
@@ -262,22 +273,23 @@ __device__ void cc_compress(V *comp, u64 n) {
 #define GRAPH_KERNELS(VS, V)                                                                                        \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *frontier, u64 nf,  \
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len, V *big,  \
-	                                            unsigned long long *big_len) {                                       \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_len);                       \
+	                                            u64 *big_first, unsigned long long *big_count) {                     \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, big_count);          \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_expand_##VS##_mem(const u64 *offsets, const V *edges, const V *frontier, u64 nf,       \
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len, V *big,  \
-	                                            unsigned long long *big_len) {                                       \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_len);                       \
+	                                            u64 *big_first, unsigned long long *big_count) {                     \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, big_count);          \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_big_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *big,          \
-	                                                u64 n_big, u32 *depth, u32 level, V *next,                       \
-	                                                unsigned long long *next_len) {                                  \
-		bfs_expand_big(offsets, edges, big, n_big, depth, level, next, next_len);                                    \
+	                                                const u64 *big_first, u64 n_big, u64 n_segs, u32 *depth,        \
+	                                                u32 level, V *next, unsigned long long *next_len) {              \
+		bfs_expand_big(offsets, edges, big, big_first, n_big, n_segs, depth, level, next, next_len);                 \
 	}                                                                                                                \
-	BAM_KERNEL void graph_bfs_expand_big_##VS##_mem(const u64 *offsets, const V *edges, const V *big, u64 n_big,      \
-	                                                u32 *depth, u32 level, V *next, unsigned long long *next_len) {  \
-		bfs_expand_big(offsets, edges, big, n_big, depth, level, next, next_len);                                    \
+	BAM_KERNEL void graph_bfs_expand_big_##VS##_mem(const u64 *offsets, const V *edges, const V *big,                 \
+	                                                const u64 *big_first, u64 n_big, u64 n_segs, u32 *depth,        \
+	                                                u32 level, V *next, unsigned long long *next_len) {              \
+		bfs_expand_big(offsets, edges, big, big_first, n_big, n_segs, depth, level, next, next_len);                 \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,       \
 	                                                    bam::array<V> edges, u32 *depth, u32 level, V *next,       \

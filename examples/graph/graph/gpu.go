@@ -298,6 +298,14 @@ func (r *GPU[V]) ColdCache(ctx context.Context) error {
 	return r.eng.Invalidate(ctx)
 }
 
+// bigList and bigSegment mirror kernels/graph.cu: top-down levels leave
+// lists of more than bigList edges to bfs_expand_big, which deals them out
+// in segments of bigSegment edges.
+const (
+	bigList    = 4096
+	bigSegment = 1024
+)
+
 // chunkFirst returns, for each chunk c of chunk edges of the CSR offsets
 // (edges c*chunk up to (c+1)*chunk), the first vertex whose list starts at
 // c*chunk or later, and one more entry for the end of the edges: the
@@ -382,12 +390,24 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		return nil, err
 	}
 	defer fb.Free()
-	big, err := r.cctx.Alloc(vsz * max(n, 1)) // frontier vertices with long lists (bfs_expand_big)
+	// Frontier vertices with long lists and the number of their first
+	// segment (bfs_expand_big): at most one per bigList edges.
+	m := r.Offsets[n]
+	if m/bigSegment >= 1<<32 {
+		return nil, fmt.Errorf("graph: GPU BFS: %d edges are more than its long-list counter holds", m)
+	}
+	maxBig := m/bigList + 1
+	big, err := r.cctx.Alloc(vsz * maxBig)
 	if err != nil {
 		return nil, err
 	}
 	defer big.Free()
-	count, err := r.cctx.Alloc(16) // the next frontier's length, then big's
+	bigFirst, err := r.cctx.Alloc(8 * maxBig)
+	if err != nil {
+		return nil, err
+	}
+	defer bigFirst.Free()
+	count, err := r.cctx.Alloc(16) // the next frontier's length, then big's counter (listed<<32 | segments)
 	if err != nil {
 		return nil, err
 	}
@@ -442,19 +462,21 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		} else {
 			if err := r.launch(ctx, fn, r.warps(nf), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
 				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()), cuda.Ptr(big.Ptr()),
-				cuda.Ptr(count.Ptr().Add(8))); err != nil {
+				cuda.Ptr(bigFirst.Ptr()), cuda.Ptr(count.Ptr().Add(8))); err != nil {
 				return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
 			}
 			if err := count.Read(0, cb); err != nil {
 				return nil, err
 			}
 			// The long lists the first kernel left, shared by all warps.
-			if nBig := *(*uint64)(unsafe.Pointer(&cb[8])); nBig > 0 {
-				if nBig > nf {
+			bc := *(*uint64)(unsafe.Pointer(&cb[8]))
+			if nBig, nSegs := bc>>32, bc&(1<<32-1); nBig > 0 {
+				if nBig > min(nf, maxBig) {
 					return nil, fmt.Errorf("graph: GPU BFS level %d: %d long lists in a frontier of %d", level, nBig, nf)
 				}
-				if err := r.launch(ctx, fnBig, r.warps(n), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(big.Ptr()), cuda.U64(nBig),
-					cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+				if err := r.launch(ctx, fnBig, r.warps(nSegs), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(big.Ptr()),
+					cuda.Ptr(bigFirst.Ptr()), cuda.U64(nBig), cuda.U64(nSegs), cuda.Ptr(depth.Ptr()), cuda.U32(level),
+					cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
 					return nil, fmt.Errorf("graph: GPU BFS level %d (long lists): %w", level, err)
 				}
 				if err := count.Read(0, cb); err != nil {

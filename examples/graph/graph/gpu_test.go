@@ -170,27 +170,36 @@ func checkTrace(t *testing.T, r *BFSResult, cold bool) {
 	}
 }
 
-// hubGraph has two hubs whose lists (12000 and 14000 neighbours, sharing
-// some) are longer than the kernels' long-list threshold (bfs_expand's
-// big_list, 4096), a path hanging off one of their neighbours, and a
-// component of its own; vertex 0 is the first hub, so a BFS from it has a
-// long list on its first level.
+// hubGraph has three hubs next to vertex 0, whose lists (5000, 5500 and
+// 7000 neighbours, the last sharing 1000 with the first) are longer than
+// the kernels' long-list threshold (big_list in kernels/graph.cu, 4096), a
+// path hanging off one hub's neighbour, and a component of its own. A BFS
+// from vertex 0 has all three long lists on one top-down level.
 func hubGraph[V VertexID]() *EdgeList[V] {
 	el := &EdgeList[V]{N: 20100}
 	add := func(a, b int) {
 		el.Src = append(el.Src, V(a))
 		el.Dst = append(el.Dst, V(b))
 	}
-	for v := 2; v < 12002; v++ {
-		add(0, v)
-	}
-	for v := 6000; v < 20000; v++ {
+	add(0, 1)
+	add(0, 2)
+	add(0, 3)
+	for v := 4; v < 5004; v++ {
 		add(1, v)
 	}
-	for v := 20000; v < 20050; v++ {
-		add(v, v+1) // a path from 20000, off hub 1's neighbour 19999
+	for v := 5004; v < 10504; v++ {
+		add(2, v)
 	}
-	add(19999, 20000)
+	for v := 10504; v < 16504; v++ {
+		add(3, v)
+	}
+	for v := 3000; v < 4000; v++ {
+		add(3, v)
+	}
+	for v := 16504; v < 16550; v++ {
+		add(v, v+1) // a path from 16504, off hub 3's neighbour 16503
+	}
+	add(16503, 16504)
 	for v := 20060; v < 20099; v++ {
 		add(v, v+1) // a separate component
 	}
