@@ -1,0 +1,28 @@
+package graph
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+)
+
+// TestKernelConstantsMirrored checks that the constants the GPU runner
+// mirrors from kernels/graph.cu are the kernels' own: BFS sizes its
+// long-list buffers from bigList, and a kernel listing vertices from a
+// smaller threshold would write past them.
+func TestKernelConstantsMirrored(t *testing.T) {
+	src, err := os.ReadFile("../../../kernels/graph.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]uint64{"big_list": bigList, "big_segment": bigSegment} {
+		m := regexp.MustCompile(`constexpr u64 ` + name + ` = (\d+);`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("kernels/graph.cu defines no %s", name)
+		}
+		if got := string(m[1]); got != fmt.Sprint(want) {
+			t.Errorf("kernels/graph.cu has %s = %s, the runner mirrors %d", name, got, want)
+		}
+	}
+}
