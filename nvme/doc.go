@@ -50,6 +50,15 @@
 // off. A large cached Read occupies the worker for its copy, as a Read of
 // a memory namespace does.
 //
+// Mirrored Reads: a queue pair may have a Mirror, a second copy of its
+// hosts' buffers (a GPU host's staging slots, copied into device memory).
+// Reads that ask for it (MirrorHint in CDW3) and whose data lies in one
+// range of the Mirror's Region are gathered, in SQ order, into runs of
+// consecutive ranges; a run long enough is copied with one Mirror.Copy and
+// its Reads complete, with MirroredDW0 in dword 0, once the copy is done.
+// The worker that owns the queue keeps the runs and polls the copies; it
+// does not park while any is pending. See Mirror for when runs end.
+//
 // Idle policy: a worker that finds no work keeps polling for
 // TargetConfig.Spin, yielding the processor between passes, then parks on a
 // wake channel with a timeout that starts at 20µs and doubles up to
@@ -69,7 +78,8 @@
 //     and the status. Dwords 0-2 are written before dword 3, which holds
 //     the phase and is stored with one atomic 32-bit store, so a host that
 //     sees the new phase sees the whole entry; the data of a Read is in
-//     place before its completion is posted.
+//     place before its completion is posted (and in the mirror too, when
+//     dword 0 is MirroredDW0).
 //   - The CQ is never filled: while (tail+1) mod depth equals the host's CQ
 //     head doorbell, posting waits and re-reads the doorbell, bounded by
 //     queue removal and Close.

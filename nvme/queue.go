@@ -23,6 +23,12 @@ type QueuePairMemory struct {
 
 	SQTail *uint32 // SQyTDBL: the host writes the new SQ tail index
 	CQHead *uint32 // CQyHDBL: the host writes the new CQ head index
+
+	// Mirror, when set, copies the data of Reads that ask for it
+	// (MirrorHint) into a second place in runs of up to MirrorRun bytes
+	// (default DefaultMirrorRun). See Mirror.
+	Mirror    Mirror
+	MirrorRun uint32
 }
 
 // Validate checks sizes, alignment and the power-of-two depth.
@@ -40,6 +46,8 @@ func (q *QueuePairMemory) Validate() error {
 		return fmt.Errorf("nvme: queue %d: missing doorbell", q.ID)
 	case uintptr(unsafe.Pointer(&q.CQ[0]))%CQESize != 0:
 		return fmt.Errorf("nvme: queue %d: CQ ring not 16-byte aligned", q.ID)
+	case q.MirrorRun != 0 && q.MirrorRun < MirrorMinRun:
+		return fmt.Errorf("nvme: queue %d: mirror runs of %d bytes are below MirrorMinRun (%d)", q.ID, q.MirrorRun, MirrorMinRun)
 	}
 	return nil
 }

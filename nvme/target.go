@@ -133,8 +133,11 @@ type queue struct {
 	cqTail  uint32
 	cqPhase bool
 
-	inflight atomic.Int64 // commands handed to executors or delayed
+	inflight atomic.Int64 // commands handed to executors or delayed, and mirror runs
 	stats    counters
+
+	run          mirrorRun // owned by the worker; see Mirror
+	mirrorWarned atomic.Bool
 }
 
 // counters are the statistics of one queue (or retired queues).
@@ -143,6 +146,9 @@ type counters struct {
 	bytesRead, bytesWritten                              atomic.Uint64
 	errors, dropped, delayed, cqFullWaits                atomic.Uint64
 	cachedReads                                          atomic.Uint64
+	mirrored, mirrorCopies, mirrorFailures               atomic.Uint64
+	runsFull, runsIdle, runsOld, runsBroken, runsShort   atomic.Uint64
+	runGatherNs, runCopyNs                               atomic.Uint64
 }
 
 func (c *counters) addTo(s *TargetStats) {
@@ -159,6 +165,16 @@ func (c *counters) addTo(s *TargetStats) {
 	s.Delayed += c.delayed.Load()
 	s.CQFullWaits += c.cqFullWaits.Load()
 	s.CachedReads += c.cachedReads.Load()
+	s.Mirrored += c.mirrored.Load()
+	s.MirrorCopies += c.mirrorCopies.Load()
+	s.MirrorFailures += c.mirrorFailures.Load()
+	s.MirrorRuns.Full += c.runsFull.Load()
+	s.MirrorRuns.Idle += c.runsIdle.Load()
+	s.MirrorRuns.Old += c.runsOld.Load()
+	s.MirrorRuns.Broken += c.runsBroken.Load()
+	s.MirrorRuns.Short += c.runsShort.Load()
+	s.MirrorRuns.Gathering += time.Duration(c.runGatherNs.Load())
+	s.MirrorRuns.Copying += time.Duration(c.runCopyNs.Load())
 }
 
 func (c *counters) retire(from *counters) {
@@ -175,6 +191,16 @@ func (c *counters) retire(from *counters) {
 	c.delayed.Add(from.delayed.Load())
 	c.cqFullWaits.Add(from.cqFullWaits.Load())
 	c.cachedReads.Add(from.cachedReads.Load())
+	c.mirrored.Add(from.mirrored.Load())
+	c.mirrorCopies.Add(from.mirrorCopies.Load())
+	c.mirrorFailures.Add(from.mirrorFailures.Load())
+	c.runsFull.Add(from.runsFull.Load())
+	c.runsIdle.Add(from.runsIdle.Load())
+	c.runsOld.Add(from.runsOld.Load())
+	c.runsBroken.Add(from.runsBroken.Load())
+	c.runsShort.Add(from.runsShort.Load())
+	c.runGatherNs.Add(from.runGatherNs.Load())
+	c.runCopyNs.Add(from.runCopyNs.Load())
 }
 
 // TargetStats counts what a Target has done since it was made.
@@ -193,6 +219,20 @@ type TargetStats struct {
 	CQFullWaits  uint64 // times a completion waited for CQ space
 	QueueErrors  uint64 // queue pairs failed by a host protocol error
 	CachedReads  uint64 // Reads of file namespaces served on the worker from the page cache
+
+	Mirrored       uint64 // Reads completed with their data in a Mirror (MirroredDW0)
+	MirrorCopies   uint64 // runs copied into a Mirror
+	MirrorFailures uint64 // mirror copies that failed to start or finish
+	MirrorRuns     MirrorRunStats
+}
+
+// MirrorRunStats says how mirror runs ended (see Mirror) and where their
+// Reads waited.
+type MirrorRunStats struct {
+	Full, Idle, Old, Broken uint64        // ended full, idle, at MirrorMaxAge, or by a Read that did not continue them
+	Short                   uint64        // of those, too short to copy
+	Gathering               time.Duration // summed over runs: first Read to the run's end
+	Copying                 time.Duration // summed over copied runs: copy start until seen done
 }
 
 type job struct {
@@ -240,7 +280,7 @@ func NewTarget(cfg TargetConfig, dma *DMASpace) (*Target, error) {
 	t.queues.Store(&map[uint16]*queue{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for i := 0; i < cfg.Workers; i++ {
-		w := &worker{t: t, id: i, wake: make(chan struct{}, 1)}
+		w := &worker{t: t, id: i, wake: make(chan struct{}, 1), epoch: time.Now()}
 		w.ectx.walker.pageSize = cfg.PageSize
 		w.queues.Store(&[]*queue{})
 		t.workers = append(t.workers, w)
@@ -619,13 +659,13 @@ func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {
 	case cmd.NSID != nsidAll && (!ok || e.inline):
 		// Memory namespace, or a command that fails validation.
 		dw0, st := t.execute(&w.ectx, q, cmd)
-		t.post(q, cmd.CID, dw0, st)
+		t.complete(w, q, cmd, dw0, st)
 		return
 	case ok && e.nowait != nil && cmd.Opcode == OpRead && cmd.Fuse == 0 && cmd.PSDT == 0:
 		// A Read the namespace may serve without blocking (page cache).
 		if st, done := t.transfer(&w.ectx, q, e, cmd, true); done {
 			q.stats.cachedReads.Add(1)
-			t.post(q, cmd.CID, 0, st)
+			t.complete(w, q, cmd, 0, st)
 			return
 		}
 	}
@@ -723,6 +763,14 @@ type worker struct {
 	wake     chan struct{}
 	ectx     execCtx
 	cmd      Command // the command being dispatched; see serve
+
+	// Mirror runs (see Mirror), owned by the worker: queues with an open
+	// run, runs being copied, spare CID slices, and the start of run
+	// ages.
+	open    []*queue
+	flights []mirrorFlight
+	spare   [][]uint16
+	epoch   time.Time
 }
 
 func (w *worker) kick() {
@@ -783,9 +831,17 @@ func (w *worker) run() {
 		for _, q := range *w.queues.Load() {
 			n += t.serve(w, q)
 		}
+		mirroring := t.mirrorPoll(w)
 		if n > 0 {
 			spinning = false
 			park = minPark
+			continue
+		}
+		if mirroring {
+			// Runs wait for their end or their copy: poll, never park.
+			spinning = false
+			park = minPark
+			w.poll()
 			continue
 		}
 		if !spinning {
