@@ -52,6 +52,7 @@ typedef bam_CUresult (*fn_eventcreate)(bam_CUevent *, unsigned);
 typedef bam_CUresult (*fn_event)(bam_CUevent);
 typedef bam_CUresult (*fn_eventrecord)(bam_CUevent, bam_CUstream);
 typedef bam_CUresult (*fn_elapsed)(float *, bam_CUevent, bam_CUevent);
+typedef bam_CUresult (*fn_writevalue32)(bam_CUstream, bam_CUdeviceptr, unsigned, unsigned);
 
 static struct {
 	int loaded;
@@ -106,6 +107,7 @@ static struct {
 	fn_event cuEventSynchronize;
 	fn_event cuEventQuery;
 	fn_elapsed cuEventElapsedTime;
+	fn_writevalue32 cuStreamWriteValue32; // optional
 } cu;
 
 // resolve looks up the first of up to two names that the library exports.
@@ -189,6 +191,9 @@ int bam_cu_load(const char *path, char *err, size_t errlen) {
 	// Optional: older drivers lack them, and launches then go unchecked.
 	cu.cuFuncGetParamInfo = (fn_paraminfo)dlsym(lib, "cuFuncGetParamInfo");
 	cu.cuFuncGetParamCount = (fn_paramcount)dlsym(lib, "cuFuncGetParamCount");
+	// Optional: stream memory operations (CopyHtoDSignal).
+	cu.cuStreamWriteValue32 = (fn_writevalue32)dlsym(lib, "cuStreamWriteValue32_v2");
+	if (!cu.cuStreamWriteValue32) cu.cuStreamWriteValue32 = (fn_writevalue32)dlsym(lib, "cuStreamWriteValue32");
 	if (!ok) return -1;
 	cu.loaded = 1;
 	return 0;
@@ -240,6 +245,15 @@ bam_CUresult bam_cuMemcpyDtoD(bam_CUcontext c, bam_CUdeviceptr dst, bam_CUdevice
 bam_CUresult bam_cuMemcpyHtoDAsync(bam_CUcontext c, bam_CUdeviceptr dst, const void *src, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemcpyHtoDAsync(dst, src, n, s); }
 bam_CUresult bam_cuMemcpyDtoHAsync(bam_CUcontext c, void *dst, bam_CUdeviceptr src, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemcpyDtoHAsync(dst, src, n, s); }
 bam_CUresult bam_cuMemcpyDtoDAsync(bam_CUcontext c, bam_CUdeviceptr dst, bam_CUdeviceptr src, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemcpyDtoDAsync(dst, src, n, s); }
+
+bam_CUresult bam_copy_signal(bam_CUcontext c, bam_CUdeviceptr dst, const void *src, size_t n, bam_CUstream s, bam_CUdeviceptr flag, unsigned value) {
+	WITH_CTX(c);
+	if (!cu.cuStreamWriteValue32) return BAM_ERR_NO_SYMBOL;
+	bam_CUresult r = cu.cuMemcpyHtoDAsync(dst, src, n, s);
+	if (r != 0) return r;
+	// Flags 0: the write waits for the copy's writes to be visible.
+	return cu.cuStreamWriteValue32(s, flag, value, 0);
+}
 
 bam_CUresult bam_copy_batch(bam_CUcontext c, int kind, const bam_copy *copies, size_t n, bam_CUstream s, int sync, size_t *failed) {
 	WITH_CTX(c);

@@ -73,6 +73,11 @@ typedef struct {
 	uint64_t bytes;
 } bam_copy;
 
+// bam_copy_signal enqueues a host-to-device copy of n bytes and then a
+// stream write of value to the 32-bit word at flag (cuStreamWriteValue32),
+// ordered after the copy's writes. BAM_ERR_NO_SYMBOL when the driver lacks
+// stream memory operations.
+bam_CUresult bam_copy_signal(bam_CUcontext c, bam_CUdeviceptr dst, const void *src, size_t n, bam_CUstream s, bam_CUdeviceptr flag, unsigned value);
 // bam_copy_batch enqueues n copies of one kind (0 H2D, 1 D2H, 2 D2D) on s
 // and, if sync is non-zero, waits for the stream. *failed receives the index
 // of the first copy that failed to enqueue (or n).

@@ -126,6 +126,23 @@ func (s *Stream) CopyHtoD(dst DevicePtr, src *HostMem, srcOff, n uint64) error {
 	return check("cuMemcpyHtoDAsync_v2", C.bam_cuMemcpyHtoDAsync(h, C.bam_CUdeviceptr(dst), p, C.size_t(n), sh))
 }
 
+// CopyHtoDSignal is CopyHtoD followed on the stream by a write of value to
+// the 32-bit word at device address flag (mapped pinned memory, for a host
+// to poll), ordered after the copy's data: a copy whose completion a host
+// thread can see with a load instead of a driver call. It fails, having
+// enqueued nothing, on drivers without stream memory operations.
+func (s *Stream) CopyHtoDSignal(dst DevicePtr, src *HostMem, srcOff, n uint64, flag DevicePtr, value uint32) error {
+	h, sh, err := s.handles()
+	if err != nil {
+		return err
+	}
+	p, err := src.span(srcOff, n)
+	if err != nil {
+		return err
+	}
+	return check("cuMemcpyHtoDAsync_v2+cuStreamWriteValue32", C.bam_copy_signal(h, C.bam_CUdeviceptr(dst), p, C.size_t(n), sh, C.bam_CUdeviceptr(flag), C.unsigned(value)))
+}
+
 // CopyDtoH enqueues a copy of n bytes from device address src into pinned
 // memory dst at dstOff.
 func (s *Stream) CopyDtoH(dst *HostMem, dstOff uint64, src DevicePtr, n uint64) error {
@@ -262,6 +279,23 @@ func (c *Context) NewEvent() (*Event, error) {
 	}
 	var e C.bam_CUevent
 	if err := check("cuEventCreate", C.bam_cuEventCreate(h, &e, 0)); err != nil {
+		return nil, err
+	}
+	return &Event{ctx: c, h: e}, nil
+}
+
+// eventDisableTiming is CU_EVENT_DISABLE_TIMING.
+const eventDisableTiming = 0x2
+
+// NewSyncEvent creates an event that only marks completion: it records and
+// queries faster than a timing event, and Elapsed fails on it.
+func (c *Context) NewSyncEvent() (*Event, error) {
+	h, err := c.handle()
+	if err != nil {
+		return nil, err
+	}
+	var e C.bam_CUevent
+	if err := check("cuEventCreate", C.bam_cuEventCreate(h, &e, eventDisableTiming)); err != nil {
 		return nil, err
 	}
 	return &Event{ctx: c, h: e}, nil
