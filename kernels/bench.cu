@@ -23,6 +23,7 @@ constexpr u64 mode_verify = 4;   // compare every word with the pattern
 constexpr u64 mode_latency = 8;  // record per-command latencies
 constexpr u64 mode_direct = 16;  // PRPs name a line of dst: the Target's copy engine fills it (the copy-engine route)
 constexpr u64 mode_copier = 32;  // with mode_copy: hand the copy to the fill copier's warps (bam/copier.cuh)
+constexpr u64 mode_mirror = 64;  // with mode_copy: ask for the staging mirror when the queue is busy (queue::mirror_hint)
 
 // Counter slots of bam_bench_queue_read.
 constexpr int ctr_completed = 0;
@@ -288,7 +289,9 @@ __device__ __forceinline__ void add_sum(u64 *out, u64 s) {
 // are checked when every thread has a line of its own.
 // mode_copier (with mode_copy) posts each copy to the fill copier ring
 // copier instead, copying only what it declines, and checks the line's
-// first and last word in dst afterwards.
+// first and last word in dst afterwards. mode_mirror (with mode_copy) has
+// the Reads ask for the staging mirror when their queue is busy (the data
+// is then copied from the mirror in device memory).
 // mode_latency records, for command k < lat_n, lat_words u64 at
 // lat[lat_words*k]: I/O nanoseconds (%globaltimer, reserve to completion),
 // I/O cycles (%clock64), the same two up to the data being in device
@@ -319,7 +322,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 		const u64 c0 = cycles();
 		const u64 deadline = g0 + timeout_ns;
 		u64 pos;
-		u32 status = 0;
+		u32 status = 0, dw0 = 0;
 		bool ok;
 		u64 c_reserved = c0, c_issued = c0;
 		if (mode & mode_locked) {
@@ -343,10 +346,13 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			} else {
 				bam::queue::prps(q, pos, ls, &prp1, &prp2);
 			}
-			bam::queue::issue(q, pos,
-			                  bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), lba, blocks, prp1, prp2));
+			bam::nvme_command cmd = bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), lba, blocks, prp1, prp2);
+			// Only reads whose data goes on to device memory want the
+			// mirror, as the cache's fills do.
+			if ((mode & mode_copy) && (mode & mode_mirror)) cmd.dw[3] = bam::queue::mirror_hint(q, pos);
+			bam::queue::issue(q, pos, cmd);
 			c_issued = cycles();
-			ok = bam::queue::wait(q, pos, deadline, &status);
+			ok = bam::queue::wait(q, pos, deadline, &status, &dw0);
 		}
 		const u64 g1 = D::globaltimer();
 		const u64 c1 = cycles();
@@ -361,7 +367,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			bam::queue::retire(q, pos);
 			continue;
 		}
-		const unsigned char *slot = bam::queue::staging(q, pos, ls);
+		const unsigned char *slot = bam::queue::data_slot(q, pos, ls, dw0);
 		const u64 wbase = line * words;
 		if (mode & mode_direct) {
 			// The line is in dst already. Each thread has a line of its own

@@ -100,3 +100,23 @@ func (e *Engine) RegisterDeviceMemory(m *cuda.DeviceMem) (release func() error, 
 	}
 	return func() error { return e.dma.Unregister(uint64(m.Ptr())) }, nil
 }
+
+// SetStagingMirror tells kernels of launches that start afterwards whether
+// their queues' staging mirrors exist (mirror.go), for A/B runs in one
+// process: off, kernels never ask the Target for a mirrored completion.
+// It changes nothing when the engine was made without Config.StagingMirror.
+func (e *Engine) SetStagingMirror(on bool) error {
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	for _, c := range e.caches {
+		descs := make([]byte, len(c.queues)*QueueDescBytes)
+		for i, q := range c.queues {
+			q.mirrorOn = on
+			q.encode(descs[i*QueueDescBytes:])
+		}
+		if err := c.queueDescs.Write(0, descs); err != nil {
+			return err
+		}
+	}
+	return nil
+}

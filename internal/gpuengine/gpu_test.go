@@ -102,21 +102,25 @@ func TestGPUGatherSmallCache(t *testing.T) {
 	type variant struct {
 		route  FillRoute
 		copier int
+		mirror bool
 	}
 	var variants []variant
 	for _, route := range fillRoutes {
-		variants = append(variants, variant{route, 0})
+		variants = append(variants, variant{route, 0, false})
 	}
-	variants = append(variants, variant{RouteBounce, noCopier})
+	variants = append(variants, variant{RouteBounce, noCopier, false}, variant{RouteBounce, 0, true}, variant{RouteCopyEngine, 0, true})
 	for _, v := range variants {
 		route := v.route
 		name := route.String()
 		if v.copier == noCopier {
 			name += "-no-copier"
 		}
+		if v.mirror {
+			name += "-mirror"
+		}
 		t.Run(name, func(t *testing.T) {
 			// 32 MiB of data through a 1 MiB cache: constant eviction.
-			r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 8, QueueDepth: 256, Timeout: 10 * time.Second, FillRoute: route, FillCopierWarps: v.copier}, 2, 4<<20, 7)
+			r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 8, QueueDepth: 256, Timeout: 10 * time.Second, FillRoute: route, FillCopierWarps: v.copier, StagingMirror: v.mirror}, 2, 4<<20, 7)
 			ctx := ctxT(t)
 			rng := rand.New(rand.NewPCG(1, 2))
 			idx := make([]uint64, 1<<20)
@@ -150,6 +154,20 @@ func TestGPUGatherSmallCache(t *testing.T) {
 				t.Errorf("the fill copier did no copy: %+v", st)
 			case (route == RouteCopyEngine || v.copier == noCopier) && st.Offloads != 0:
 				t.Errorf("%d copies offloaded without a fill copier on this route: %+v", st.Offloads, st)
+			}
+			// A million lookups through eight queues keep them busy: with
+			// a staging mirror the staging route must have taken some
+			// lines from it, and none without one (or on the copy-engine
+			// route, whose Reads name the line itself).
+			ts := r.e.TargetStats()
+			t.Logf("target: %d reads, %d from the mirror in %d copies, %d mirror failures", ts.Reads, ts.Mirrored, ts.MirrorCopies, ts.MirrorFailures)
+			switch {
+			case ts.MirrorFailures != 0:
+				t.Errorf("%d mirror copies failed", ts.MirrorFailures)
+			case route != RouteCopyEngine && v.mirror && ts.Mirrored == 0:
+				t.Error("no Read completed from the staging mirror")
+			case (route == RouteCopyEngine || !v.mirror) && ts.Mirrored != 0:
+				t.Errorf("%d Reads completed from the mirror on a route that has none", ts.Mirrored)
 			}
 			// Sequential range and a reduction.
 			buf := make([]byte, r.n*8)

@@ -1,6 +1,22 @@
 package gpuengine
 
-import "github.com/bam-go/bam/internal/layout"
+import (
+	"github.com/bam-go/bam/internal/layout"
+	"github.com/bam-go/bam/nvme"
+)
+
+// Staging mirror protocol (mirror.go, nvme.Mirror): a kernel sets
+// MirrorHint in a Read's CDW3 when its queue has at least
+// MirrorHintOutstanding commands outstanding, and finds the data in the
+// queue's mirror when the completion's dword 0 is MirroredDW0. Fewer
+// outstanding commands could not fill a run worth a copy
+// (nvme.MirrorMinRun is 16 lines of 4 KiB), and a Read alone keeps the
+// staging slot's latency.
+const (
+	MirrorHint            = uint64(nvme.MirrorHint)
+	MirroredDW0           = uint64(nvme.MirroredDW0)
+	MirrorHintOutstanding = 32
+)
 
 // Descriptors the host hands to kernels. Each is a record of 64-bit words in
 // device memory; the CUDA structs in kernels/include/bam/detail/desc.cuh
@@ -91,7 +107,8 @@ const (
 	QueuePRPListDMAOffset = 64 // DMA address of depth PRP list pages (one 4 KiB page per slot)
 	QueueIDOffset         = 72 // queue identifier
 	QueuePRPListOffset    = 80 // device-mapped pointer: the PRP list pages, for kernels that write lists
-	QueueDescBytes        = 88
+	QueueMirrorOffset     = 88 // device pointer: the staging slots' mirror in device memory, 0 for none
+	QueueDescBytes        = 96
 
 	// Error record: the first failure of a launch, for the host to report.
 	ErrorCodeOffset   = 0  // u32: one of the Err* codes; 0 = none
@@ -206,6 +223,10 @@ func Layout() layout.Group {
 			c("QueuePRPListDMAOffset", QueuePRPListDMAOffset, "Queue descriptor: PRP list pages DMA address."),
 			c("QueueIDOffset", QueueIDOffset, "Queue descriptor: queue identifier."),
 			c("QueuePRPListOffset", QueuePRPListOffset, "Queue descriptor: PRP list pages (device-mapped)."),
+			c("QueueMirrorOffset", QueueMirrorOffset, "Queue descriptor: staging mirror in device memory (0: none)."),
+			c("MirrorHint", MirrorHint, "Read CDW3 bit: a mirrored completion is welcome."),
+			c("MirroredDW0", MirroredDW0, "Completion dword 0 of a Read whose data is in the staging mirror."),
+			c("MirrorHintOutstanding", MirrorHintOutstanding, "Outstanding commands of a queue from which kernels ask for the mirror."),
 			c("QueueDescBytes", QueueDescBytes, "Size of the queue descriptor."),
 			c("ErrorCodeOffset", ErrorCodeOffset, "Error record: code."),
 			c("ErrorStatusOffset", ErrorStatusOffset, "Error record: NVMe status."),

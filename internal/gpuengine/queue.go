@@ -21,7 +21,11 @@ type queuePair struct {
 	staging  *cuda.HostMem // depth slots of one line
 	prpLists *cuda.HostMem // depth pages of 4 KiB
 	meta     *cuda.DeviceMem
+	mirror   *cuda.DeviceMem // the staging slots' mirror (mirror.go); nil when off
 	mem      *nvme.QueuePairMemory
+
+	stagingSkip uint64 // offset of the first aligned staging slot in staging
+	mirrorOn    bool   // kernels are told about the mirror (encode)
 
 	ringDev, stagingDev, prpDev cuda.DevicePtr
 	prpHost                     []byte
@@ -81,6 +85,11 @@ func newQueuePair(e *Engine, id uint16, lineSize int) (*queuePair, error) {
 	if q.stagingDev, stagingHost, err = pageAligned(q.staging, uint64(depth)*uint64(lineSize)); err != nil {
 		return nil, err
 	}
+	if base, err := q.staging.DevicePtr(); err == nil {
+		q.stagingSkip = uint64(q.stagingDev - base)
+	} else {
+		return nil, err
+	}
 	if q.prpDev, prpHost, err = pageAligned(q.prpLists, uint64(depth)*pageSize); err != nil {
 		return nil, err
 	}
@@ -101,6 +110,14 @@ func newQueuePair(e *Engine, id uint16, lineSize int) (*queuePair, error) {
 		CQ:     b[q.sqBytes : q.sqBytes+q.cqBytes : q.sqBytes+q.cqBytes],
 		SQTail: (*uint32)(unsafe.Pointer(&b[q.sqBytes+q.cqBytes])),
 		CQHead: (*uint32)(unsafe.Pointer(&b[q.sqBytes+q.cqBytes+doorbellStride])),
+	}
+	if run := mirrorRun(e.cfg.MirrorRun, depth, lineSize); e.mirrors != nil && run != 0 {
+		if q.mirror, err = e.ctx.Alloc(uint64(depth) * uint64(lineSize)); err != nil {
+			return nil, fmt.Errorf("gpuengine: queue %d staging mirror: %w", id, err)
+		}
+		q.mem.Mirror = &stagingMirror{q: q, streams: e.mirrors}
+		q.mem.MirrorRun = run
+		q.mirrorOn = true
 	}
 	if err := q.mem.Validate(); err != nil {
 		return nil, err
@@ -145,6 +162,21 @@ func (q *queuePair) encode(b []byte) {
 	put(QueuePRPListDMAOffset, uint64(q.prpDev))
 	put(QueueIDOffset, uint64(q.id))
 	put(QueuePRPListOffset, uint64(q.prpDev))
+	if q.mirror != nil && q.mirrorOn {
+		put(QueueMirrorOffset, uint64(q.mirror.Ptr()))
+	}
+}
+
+// mirrorRun is the longest run the Target copies into a queue's staging
+// mirror: want, but at most half of the queue's staging slots, so that the
+// GPU has slots to submit into while a run gathers; 0 (no mirror) when
+// that is below nvme.MirrorMinRun.
+func mirrorRun(want int, depth uint32, lineSize int) uint32 {
+	run := min(uint64(want), uint64(depth)*uint64(lineSize)/2)
+	if run < nvme.MirrorMinRun {
+		return 0
+	}
+	return uint32(run)
 }
 
 func (q *queuePair) free() error {
@@ -154,8 +186,10 @@ func (q *queuePair) free() error {
 			errs = append(errs, h.Free())
 		}
 	}
-	if q.meta != nil {
-		errs = append(errs, q.meta.Free())
+	for _, m := range []*cuda.DeviceMem{q.meta, q.mirror} {
+		if m != nil {
+			errs = append(errs, m.Free())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -7,9 +7,12 @@
 // and released with one fetch_sub(n). Misses are filled through an NVMe Read
 // into the staging slot of the command's queue entry, then copied into the
 // line by the lanes of the filling group, or, for groups too small to copy
-// fast, by a warp of the fill copier (bam/copier.cuh); dirty victims are
-// copied out to a staging slot the same way and written with an NVMe Write. No lock is held across I/O and every wait
-// is bounded by the descriptor's timeout.
+// fast, by a warp of the fill copier (bam/copier.cuh). Under load the
+// Target may also copy the slot into its mirror in device memory (the
+// completion says so, queue::data_slot); the copy into the line then reads
+// device memory instead of crossing PCIe. Dirty victims are copied out to a
+// staging slot the same way and written with an NVMe Write. No lock is
+// held across I/O and every wait is bounded by the descriptor's timeout.
 #ifndef BAM_CACHE_CUH
 #define BAM_CACHE_CUH
 
@@ -198,9 +201,10 @@ struct handle {
 	u64 way;  // way index g, valid when ok
 	bool ok;
 	// A deferred fill (acquire_deferred): the line's data is in the
-	// staging slot of ticket `ticket` of queue `queue`, not yet copied into
-	// the line; the way is still BUSY. complete or the group copy finishes it.
-	u64 staging;  // device-mapped staging slot, 0 when nothing is pending
+	// staging slot of ticket `ticket` of queue `queue` (or the slot's
+	// mirror), not yet copied into the line; the way is still BUSY.
+	// complete or the group copy finishes it.
+	u64 staging;  // the data: staging slot or its mirror; 0 when nothing is pending
 	u64 queue;    // const queue_desc *
 	u64 ticket;
 };
@@ -500,15 +504,17 @@ __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n,
 		queue::prps(q, t, shift, &prp1, &prp2);
 	}
 	const u32 blocks = 1u << d.lba_shift;
-	queue::issue(q, t, nvme_command::read_write(nvme_op_read, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
+	nvme_command cmd = nvme_command::read_write(nvme_op_read, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2);
+	if (!direct) cmd.dw[3] = queue::mirror_hint(q, t);
+	queue::issue(q, t, cmd);
 	detail::count(d, L::StatCommands, 1);
-	u32 status;
-	if (!queue::wait(q, t, deadline, &status)) return status_timeout;
+	u32 status, dw0;
+	if (!queue::wait(q, t, deadline, &status, &dw0)) return status_timeout;
 	if (!queue::status_ok(status) || direct) {
 		queue::retire(q, t);
 		return status;
 	}
-	h->staging = reinterpret_cast<u64>(queue::staging(q, t, shift));
+	h->staging = reinterpret_cast<u64>(queue::data_slot(q, t, shift, dw0));
 	h->queue = reinterpret_cast<u64>(&q);
 	h->ticket = t;
 	return 0;

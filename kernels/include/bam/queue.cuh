@@ -14,6 +14,14 @@
 //	... read the data of a Read from queue::staging(q, t) ...
 //	queue::retire(q, t);                                  // slot free for t + depth
 //
+// Staging mirror (internal/gpuengine/mirror.go, nvme.Mirror). When the
+// queue has one (q.mirror != 0), a Read built with mirror_hint set in CDW3
+// may complete with MirroredDW0 in dword 0; its data is then also in the
+// mirror, in device memory, at the slot's offset: wait's dw0 and data_slot
+// say where to read it. The Target gathers hinted Reads into runs copied
+// by the copy engine, so a hinted Read may complete later than it would
+// alone: hint only when the queue is busy (mirror_hint decides).
+//
 // Device rules. The CID of ticket t is its SQ position t mod depth, so a CID
 // is unique among outstanding commands because a position is reused only
 // after retire. Ticket t may use its slot when (a) the slot's turn counter
@@ -85,6 +93,25 @@ __device__ __forceinline__ u32 shift(const queue_desc &q) { return __ffsll(stati
 // staging returns the staging slot of ticket t (one line, device-mapped).
 __device__ __forceinline__ unsigned char *staging(const queue_desc &q, u64 t, u32 line_shift) {
 	return reinterpret_cast<unsigned char *>(q.staging + ((t & (q.depth - 1)) << line_shift));
+}
+
+// data_slot returns where the data of ticket t's completed Read is: the
+// staging slot's mirror in device memory when the completion's dword 0
+// says so, else the staging slot.
+__device__ __forceinline__ const unsigned char *data_slot(const queue_desc &q, u64 t, u32 line_shift, u32 dw0) {
+	if (dw0 == layout::engine::MirroredDW0 && q.mirror != 0) {
+		return reinterpret_cast<const unsigned char *>(q.mirror + ((t & (q.depth - 1)) << line_shift));
+	}
+	return staging(q, t, line_shift);
+}
+
+// mirror_hint returns the CDW3 of a Read by ticket t: MirrorHint when the
+// queue has a mirror and at least MirrorHintOutstanding commands
+// outstanding (tickets taken and not yet harvested), else 0.
+__device__ __forceinline__ u32 mirror_hint(const queue_desc &q, u64 t) {
+	if (q.mirror == 0) return 0;
+	const u64 head = detail::ld_relaxed_gpu(reinterpret_cast<const u64 *>(q.meta + V::CQHeadOffset));
+	return t >= head + layout::engine::MirrorHintOutstanding ? static_cast<u32>(layout::engine::MirrorHint) : 0u;
 }
 
 // prps_to returns PRP1 and PRP2 for a transfer of one line to or from the
@@ -388,9 +415,10 @@ __device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
 }
 
 // wait polls t's CID record (helping to harvest) until its completion
-// arrives; *status receives the 15-bit NVMe status. Returns false on
-// timeout: the CID is abandoned and freed when its completion comes.
-__device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *status) {
+// arrives; *status receives the 15-bit NVMe status and *dw0 the
+// completion's dword 0. Returns false on timeout: the CID is abandoned and
+// freed when its completion comes.
+__device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *status, u32 *dw0) {
 	const u64 cid = t & (q.depth - 1);
 	u64 *state = cid_record(q, cid) + V::CIDStateOffset / 8;
 	// A result word never has bit 63 set (layout::vq), so ~0 means none.
@@ -404,6 +432,7 @@ __device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *statu
 			// after the entry's load), no need to load it back.
 			if (mine != ~0ull) {
 				*status = static_cast<u32>(mine >> V::ResultStatusShift) & 0x7fffu;
+				*dw0 = static_cast<u32>(mine >> V::ResultDW0Shift);
 				return true;
 			}
 			continue;
@@ -415,6 +444,7 @@ __device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *statu
 			if (atomicCAS(reinterpret_cast<unsigned long long *>(state), static_cast<unsigned long long>(V::CIDInFlight),
 			              static_cast<unsigned long long>(V::CIDAbandoned)) == V::CIDInFlight) {
 				*status = status_timeout;
+				*dw0 = 0;
 				return false;
 			}
 			break;  // it completed meanwhile
@@ -423,7 +453,14 @@ __device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *statu
 	}
 	const u64 result = detail::ld_relaxed_gpu(cid_record(q, cid) + V::CIDResultOffset / 8);
 	*status = static_cast<u32>(result >> V::ResultStatusShift) & 0x7fffu;
+	*dw0 = static_cast<u32>(result >> V::ResultDW0Shift);
 	return true;
+}
+
+// wait without dword 0.
+__device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *status) {
+	u32 dw0;
+	return wait(q, t, deadline, status, &dw0);
 }
 
 // retire frees t's slot and CID for ticket t + depth.

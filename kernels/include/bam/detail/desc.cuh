@@ -24,6 +24,7 @@ struct queue_desc {
 	u64 prp_list_dma;  // DMA address of depth PRP list pages, one 4 KiB page per slot
 	u64 qid;           // queue identifier
 	u64 prp_list;      // device-mapped pointer to the PRP list pages
+	u64 mirror;        // the staging slots' mirror in device memory, 0 for none
 };
 
 // error_record holds the first failure of a launch.
@@ -95,6 +96,7 @@ BAM_CHECK_OFFSET(queue_desc, staging_dma, L::QueueStagingDMAOffset);
 BAM_CHECK_OFFSET(queue_desc, prp_list_dma, L::QueuePRPListDMAOffset);
 BAM_CHECK_OFFSET(queue_desc, qid, L::QueueIDOffset);
 BAM_CHECK_OFFSET(queue_desc, prp_list, L::QueuePRPListOffset);
+BAM_CHECK_OFFSET(queue_desc, mirror, L::QueueMirrorOffset);
 static_assert(sizeof(queue_desc) == L::QueueDescBytes, "queue_desc size disagrees with layout.go");
 BAM_CHECK_OFFSET(error_record, code, L::ErrorCodeOffset);
 BAM_CHECK_OFFSET(error_record, status, L::ErrorStatusOffset);

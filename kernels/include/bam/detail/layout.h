@@ -284,8 +284,16 @@ inline constexpr unsigned long long QueuePRPListDMAOffset = 64ull;
 inline constexpr unsigned long long QueueIDOffset = 72ull;
 /// Queue descriptor: PRP list pages (device-mapped).
 inline constexpr unsigned long long QueuePRPListOffset = 80ull;
+/// Queue descriptor: staging mirror in device memory (0: none).
+inline constexpr unsigned long long QueueMirrorOffset = 88ull;
+/// Read CDW3 bit: a mirrored completion is welcome.
+inline constexpr unsigned long long MirrorHint = 1ull;
+/// Completion dword 0 of a Read whose data is in the staging mirror.
+inline constexpr unsigned long long MirroredDW0 = 1ull;
+/// Outstanding commands of a queue from which kernels ask for the mirror.
+inline constexpr unsigned long long MirrorHintOutstanding = 32ull;
 /// Size of the queue descriptor.
-inline constexpr unsigned long long QueueDescBytes = 88ull;
+inline constexpr unsigned long long QueueDescBytes = 96ull;
 /// Error record: code.
 inline constexpr unsigned long long ErrorCodeOffset = 0ull;
 /// Error record: NVMe status.
