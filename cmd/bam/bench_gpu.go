@@ -47,6 +47,8 @@ type gpuFlags struct {
 	timeout *time.Duration
 	quiet   *bool
 	copiers *int
+	mirror  *int
+	mstream *int
 }
 
 func addGPUFlags(fs *flag.FlagSet) gpuFlags {
@@ -59,11 +61,13 @@ func addGPUFlags(fs *flag.FlagSet) gpuFlags {
 		timeout: fs.Duration("timeout", 5*time.Second, "bound of every device wait"),
 		quiet:   fs.Bool("quiet", false, "no progress lines on stderr"),
 		copiers: fs.Int("copier-warps", 0, "warps of the fill copier (0: the engine's default; negative: none)"),
+		mirror:  fs.Int("mirror-run-kib", 0, "KiB the Target joins into one copy into a staging mirror (0: the engine's default)"),
+		mstream: fs.Int("mirror-streams", 0, "streams copying into staging mirrors (0: the engine's default)"),
 	}
 }
 
 func (g gpuFlags) config(e *env) gpubench.Config {
-	c := gpubench.Config{Device: *g.device, Runs: *g.runs, Warmup: *g.warmup, Timeout: *g.timeout, CopierWarps: *g.copiers}
+	c := gpubench.Config{Device: *g.device, Runs: *g.runs, Warmup: *g.warmup, Timeout: *g.timeout, CopierWarps: *g.copiers, MirrorRun: *g.mirror << 10, MirrorStreams: *g.mstream}
 	if *g.warmup == 0 {
 		c.Warmup = -1
 	}

@@ -88,7 +88,7 @@ func RunArray(ctx context.Context, p ArrayParams) ([]*bench.Result, error) {
 	defer ns.Close()
 	a, err := newARig(gpuengine.Config{
 		Device: p.Device, LineSize: p.LineSize, CacheBytes: 2 * p.ArrayBytes, Ways: 8, QueuePairs: 16, QueueDepth: 256,
-		Timeout: p.Timeout, FillCopierWarps: p.CopierWarps,
+		Timeout: p.Timeout, FillCopierWarps: p.CopierWarps, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
 	}, ns, n, sum, patternSeedArr)
 	if err != nil {
 		return nil, err

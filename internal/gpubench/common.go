@@ -65,6 +65,11 @@ type Config struct {
 	// CopierWarps is the engines' gpuengine.Config.FillCopierWarps (0: the
 	// engine's default; negative: no fill copier).
 	CopierWarps int
+	// MirrorRun is the engines' gpuengine.Config.MirrorRun (0: the
+	// engine's default).
+	MirrorRun int
+	// MirrorStreams is gpuengine.Config.MirrorStreams (0: the default).
+	MirrorStreams int
 }
 
 func (c *Config) fill() {

@@ -22,6 +22,7 @@ const (
 	modeLatency = 8
 	modeDirect  = 16
 	modeCopier  = 32 // with modeCopy: the fill copier's warps copy (the default route)
+	modeMirror  = 64 // with modeCopy: ask for the staging mirror when the queue is busy
 )
 
 // latWords is the size in u64 of the record bam_bench_queue_read keeps per
@@ -157,6 +158,7 @@ func newQRig(p *QueuesParams, ns *nvme.MemoryNamespace, lineSize, queues int) (*
 	r, err := newRig(gpuengine.Config{
 		Device: p.Device, LineSize: lineSize, CacheBytes: uint64(lineSize) * 64, Ways: 8,
 		QueuePairs: queues, QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
+		StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
 	}, []nvme.Namespace{ns})
 	if err != nil {
 		return nil, err
@@ -343,6 +345,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 		r.Params["namespace_bytes"] = p.NamespaceBytes
 		r.Params["queue_depth"] = p.Depth
 		r.Params["target_workers"] = workers
+		r.Params["mirror_run_bytes"] = main.e.Config().MirrorRun
 		r.Params["gomaxprocs"] = runtime.GOMAXPROCS(0)
 		r.Params["runs"] = p.Runs
 		r.Params["warmup_runs"] = p.Warmup
@@ -418,9 +421,12 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	q2.Params["host_copy_threads"] = workers
 	q2.Params["routes"] = map[string]string{
 		"copier (unsuffixed, the default)": "Target reads into pinned staging, the submitting GPU thread posts the copy to the fill copier ring and a warp of the copier kernel copies the line into device memory with 32 lanes",
+		"copier_mirror":                    "as copier, but Reads issued while their queue has 32 or more commands outstanding ask for the staging mirror (gpuengine Config.StagingMirror, off by default): the Target joins a queue's consecutive Reads into runs of up to mirror_run_bytes, copies each run into a mirror of the staging slots in device memory with one cuMemcpyHtoDAsync, and completes them after the copy; the fill copier then copies the line from the mirror",
 		"lane_copy":                        "Target reads into pinned staging, the submitting GPU thread copies the line into device memory alone (16-byte loads, 8 in flight)",
 		"copy_engine":                      "the PRPs name a line in device memory; the Target copies the data in with cuMemcpyHtoDAsync on a stream of its own and completes the command after the copy",
 	}
+	q2mirrored := map[string]float64{}
+	q2.Params["reads_completed_from_mirror"] = q2mirrored
 	q2samples := map[string][]float64{}
 	q2.Params["samples_GBps"] = q2samples
 	q2offloaded := map[string]float64{}
@@ -431,15 +437,17 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	for _, route := range []struct {
 		name string
 		mode uint64
-	}{{"copier", modeCopy | modeCopier}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
+	}{{"copier", modeCopy | modeCopier}, {"copier_mirror", modeCopy | modeCopier | modeMirror}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
 		for _, t := range p.Threads {
 			if t < 64<<10 {
 				continue
 			}
+			before := main.e.TargetStats()
 			v, sv, err := main.iops(ctx, t, route.mode)
 			if err != nil {
 				return nil, err
 			}
+			after := main.e.TargetStats()
 			gbps := v * 4096 / 1e9
 			name := fmt.Sprintf("read_GBps_4k_%d_threads", t)
 			if route.name != "copier" {
@@ -451,11 +459,23 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 			}
 			q2samples[name] = s
 			q2offloaded[name] = main.offloaded
+			if reads := after.Reads - before.Reads; reads > 0 {
+				q2mirrored[name] = float64(after.Mirrored-before.Mirrored) / float64(reads)
+			}
 			q2.Add(name, gbps, "GB/s", ceilName, pathCeil/1e9, false, "")
 			if gbps > best {
 				best, bestRoute = gbps, route.name
 			}
-			p.logf("Q2 4k reads into device memory, %s route, %8d threads: %.2f GB/s (ceiling %.2f GB/s; %.0f%% of copies by the fill copier)", route.name, t, gbps, pathCeil/1e9, 100*main.offloaded)
+			p.logf("Q2 4k reads into device memory, %s route, %8d threads: %.2f GB/s (ceiling %.2f GB/s; %.0f%% of copies by the fill copier, %.0f%% of reads from the mirror)", route.name, t, gbps, pathCeil/1e9, 100*main.offloaded, 100*q2mirrored[name])
+			if copies := after.MirrorCopies - before.MirrorCopies; copies > 0 {
+				a, b := after.MirrorRuns, before.MirrorRuns
+				runs := (a.Full - b.Full) + (a.Idle - b.Idle) + (a.Old - b.Old) + (a.Broken - b.Broken)
+				p.logf("Q2 mirror runs: %d full, %d idle, %d old, %d broken, %d short, %d copies failed; %.1f KiB a copy; gathering %.1f us a run, copying %.1f us a copy",
+					a.Full-b.Full, a.Idle-b.Idle, a.Old-b.Old, a.Broken-b.Broken, a.Short-b.Short, after.MirrorFailures-before.MirrorFailures,
+					float64(after.Mirrored-before.Mirrored)*4/float64(copies),
+					float64((a.Gathering-b.Gathering).Microseconds())/float64(max(runs, 1)),
+					float64((a.Copying-b.Copying).Microseconds())/float64(copies))
+			}
 		}
 	}
 	q2.Params["best_route"] = bestRoute
