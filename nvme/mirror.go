@@ -124,11 +124,11 @@ func (t *Target) complete(w *worker, q *queue, cmd *Command, dw0 uint32, st Stat
 		return
 	}
 	r := &q.run
-	max := uint64(q.qp.MirrorRun)
-	if max == 0 {
-		max = DefaultMirrorRun
+	limit := uint64(q.qp.MirrorRun)
+	if limit == 0 {
+		limit = DefaultMirrorRun
 	}
-	if len(r.cids) > 0 && (off != r.end || r.end-r.off+n > max) {
+	if len(r.cids) > 0 && (off != r.end || r.end-r.off+n > limit) {
 		q.stats.runsBroken.Add(1)
 		t.endRun(w, q)
 	}
@@ -144,7 +144,7 @@ func (t *Target) complete(w *worker, q *queue, cmd *Command, dw0 uint32, st Stat
 	r.end += n
 	r.cids = append(r.cids, cmd.CID)
 	r.last = now
-	if r.end-r.off >= max {
+	if r.end-r.off >= limit {
 		q.stats.runsFull.Add(1)
 		t.endRun(w, q)
 	}
