@@ -6,8 +6,9 @@
 //
 // Work assignment, as in BaM's port: a warp takes 512 consecutive rows, 16
 // per lane, lane l reading rows base + 32j + l, so each read of a warp is
-// 32 consecutive elements (one line group for the cache). Warps stride over
-// the table. Dependent columns are read only by the lanes whose row
+// 32 consecutive elements (one line group for the cache). The grouping
+// kernels' warps stride over the table; the selective ones take their
+// chunks from a counter (see selective). Dependent columns are read only by the lanes whose row
 // matched; bam::array groups those lanes by line.
 #include "bam/array.cuh"
 
@@ -78,17 +79,21 @@ __device__ __forceinline__ double read_amounts(const Col &a0, const Col &a1, con
 // the count, their distance to out[0] and the sum of their first k amount
 // columns (NULL = NaN adds 0) to out[1].
 //
-// A warp notes its matching rows (in shared memory) and reads the amounts
-// of batch noted rows together (read_amounts), and those of the rows left
-// at its end; batch = 1 reads a row's amounts as soon as the warp finds it.
-// Either way the (row, column) reads of one round, up to 32, are in flight
-// together, where the lane of a matching row used to read its k columns one
-// after another. (On A1, batches of 1 to 32 measured alike.) The amounts
-// are summed per (row, column) read, not per row: the same sum up to
-// floating-point rounding.
+// Warps take chunks of rows_per_warp rows from the counter *next (zero at
+// launch) until the table is done, so a warp slowed by its matches' reads
+// leaves more chunks to the others instead of ending the kernel late, and
+// a grid larger than fits on the GPU at once leaves its later blocks no
+// work rather than a wave of their own. A warp notes its matching rows (in
+// shared memory) and reads the amounts of the noted rows together
+// (read_amounts) when it has noted batch of them or has finished a chunk,
+// so the dependent reads go on during the scan: left to a warp's end, as
+// they once were, they all came after the scan, at once. Either way the
+// (row, column) reads of one round, up to 32, are in flight together. The
+// amounts are summed per (row, column) read, not per row: the same sum up
+// to floating-point rounding.
 template <typename Col>
 __device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 k, float D, u64 n, u32 batch,
-                          double *out, u64 *count) {
+                          double *out, u64 *count, u64 *next) {
 	__shared__ u64 pending[max_warps_per_block][max_pending];
 	u64 *pend = pending[(threadIdx.x >> 5) % max_warps_per_block];
 	batch = min(max(batch, 1u), max_pending);
@@ -96,7 +101,13 @@ __device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 
 	u64 c = 0;
 	double sd = 0, sa = 0;
 	const u32 lane = threadIdx.x & 31;
-	for (u64 base = warp_id() * rows_per_warp; base < n; base += warps() * rows_per_warp) {
+	const u64 chunks = (n + rows_per_warp - 1) / rows_per_warp;
+	for (;;) {
+		u64 chunk = 0;
+		if (lane == 0) chunk = atomicAdd(reinterpret_cast<unsigned long long *>(next), 1ull);
+		chunk = __shfl_sync(bam::full_warp_mask, chunk, 0);
+		if (chunk >= chunks) break;
+		const u64 base = chunk * rows_per_warp;
 		for (u32 j = 0; j < rows_per_lane; j++) {
 			if (base + 32 * j >= n) break;  // uniform across the warp
 			const u64 i = base + 32 * j + lane;
@@ -127,12 +138,13 @@ __device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 
 				}
 			}
 		}
+		if (np > 0) {
+			__syncwarp();
+			sa += read_amounts(a0, a1, a2, a3, a4, k, pend, np);
+			__syncwarp();
+			np = 0;
+		}
 	}
-	if (np > 0) {
-		__syncwarp();
-		sa += read_amounts(a0, a1, a2, a3, a4, k, pend, np);
-	}
-	__syncwarp();
 	c = bam::warp_sum(c);
 	sd = warp_sum_f64(sd);
 	sa = warp_sum_f64(sa);
@@ -245,14 +257,14 @@ __device__ void grouped(U8 cab, I8 pc, U32 pickup, F32 dist, F32 total, u32 mask
 
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_taxi_select_bam(bam::array<float> dist, bam::array<float> a0, bam::array<float> a1,
                                     bam::array<float> a2, bam::array<float> a3, bam::array<float> a4, u32 k,
-                                    float D, u64 n, u32 batch, double *out, u64 *count) {
-	selective<bam_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, batch, out, count);
+                                    float D, u64 n, u32 batch, double *out, u64 *count, u64 *next) {
+	selective<bam_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, batch, out, count, next);
 }
 
 BAM_KERNEL void __launch_bounds__(256) bam_taxi_select_mem(const float *dist, const float *a0, const float *a1,
                                     const float *a2, const float *a3, const float *a4, u32 k, float D, u64 n,
-                                    u32 batch, double *out, u64 *count) {
-	selective<mem_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, batch, out, count);
+                                    u32 batch, double *out, u64 *count, u64 *next) {
+	selective<mem_col<float>>({dist}, {a0}, {a1}, {a2}, {a3}, {a4}, k, D, n, batch, out, count, next);
 }
 
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_taxi_group_bam(bam::array<unsigned char> cab, bam::array<signed char> pc,

@@ -51,10 +51,9 @@ type GPUConfig struct {
 	ScanQueuePairs int
 	// MatchBatch is how many matching rows of Q1–Q5 a warp notes before
 	// it reads their amounts (1 to 32); the warp's lanes share out the
-	// (row, column) reads of a batch, so they are in flight at once. The
-	// rows left when a warp ends are read then. Default DefaultMatchBatch.
-	// On A1, batches of 1 to 32 measured alike: the lanes share out the
-	// rows' amount columns, so even one row's k columns are read at once.
+	// (row, column) reads of a batch, so they are in flight at once. A
+	// warp also reads them when it finishes a chunk of 512 rows, so that
+	// the reads go on during the scan. Default DefaultMatchBatch.
 	MatchBatch int
 }
 
@@ -87,7 +86,7 @@ type GPU struct {
 	arrays [NumCols]*gpuengine.Array
 	cap    uint64
 	table  *cuda.DeviceMem // keys, counts, non-nulls, sums
-	out    *cuda.DeviceMem // selective: 2 doubles, 1 u64; grouped: overflow flag
+	out    *cuda.DeviceMem // selective: 2 doubles, the count, the chunk counter; grouped: overflow flag
 	res    [NumCols]*cuda.DeviceMem
 
 	fileMap    nvme.MapMode
@@ -330,7 +329,8 @@ func (g *GPU) run(ctx context.Context, q Query, resident bool) (*Result, error) 
 			return nil, err
 		}
 		args = append(args, cuda.U32(uint32(len(amounts))), cuda.F32(threshold32(q.Threshold)), cuda.U64(n),
-			cuda.U32(uint32(g.matchBatch)), cuda.Ptr(g.out.Ptr()), cuda.Ptr(g.out.Ptr().Add(16)))
+			cuda.U32(uint32(g.matchBatch)), cuda.Ptr(g.out.Ptr()), cuda.Ptr(g.out.Ptr().Add(16)),
+			cuda.Ptr(g.out.Ptr().Add(24)))
 		fn := g.fns[kernelSelectBaM]
 		if resident {
 			fn = g.fns[kernelSelectMem]
