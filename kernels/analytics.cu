@@ -83,12 +83,17 @@ __device__ __forceinline__ double read_amounts(const Col &a0, const Col &a1, con
 // launch) until the table is done, so a warp slowed by its matches' reads
 // leaves more chunks to the others instead of ending the kernel late, and
 // a grid larger than fits on the GPU at once leaves its later blocks no
-// work rather than a wave of their own. A warp notes its matching rows (in
-// shared memory) and reads the amounts of the noted rows together
-// (read_amounts) when it has noted batch of them or has finished a chunk,
-// so the dependent reads go on during the scan: left to a warp's end, as
-// they once were, they all came after the scan, at once. Either way the
-// (row, column) reads of one round, up to 32, are in flight together. The
+// work rather than a wave of their own. A warp notes its matching rows
+// (in shared memory) and reads the amounts of the noted rows together
+// (read_amounts): when it finishes a chunk with at least batch reads
+// noted (rows times the k columns), when its notes are full, and at its
+// end. A small batch spreads the dependent reads over the scan, at the
+// cost of a wait for storage per chunk with a match; a large one leaves
+// most of them to each warp's end, where they come all at once after the
+// scan (on A1, 500 M rows: batches of 2-8 rows took 0.282-0.295 s for Q1-Q5
+// together, 16 or 32 rows 0.319-0.325 s, as did the earlier static
+// assignment with reads at a warp's end). Either way the (row, column)
+// reads of one round, up to 32, are in flight together. The
 // amounts are summed per (row, column) read, not per row: the same sum up
 // to floating-point rounding.
 template <typename Col>
@@ -130,7 +135,7 @@ __device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 
 				const u32 took = min(static_cast<u32>(__popc(want)), room);
 				for (u32 t = 0; t < took; t++) want &= want - 1u;
 				np += took;
-				if (np >= batch) {
+				if (np == max_pending) {
 					__syncwarp();
 					sa += read_amounts(a0, a1, a2, a3, a4, k, pend, np);
 					__syncwarp();
@@ -138,13 +143,18 @@ __device__ void selective(Col dist, Col a0, Col a1, Col a2, Col a3, Col a4, u32 
 				}
 			}
 		}
-		if (np > 0) {
+		if (np * k >= batch) {
 			__syncwarp();
 			sa += read_amounts(a0, a1, a2, a3, a4, k, pend, np);
 			__syncwarp();
 			np = 0;
 		}
 	}
+	if (np > 0) {
+		__syncwarp();
+		sa += read_amounts(a0, a1, a2, a3, a4, k, pend, np);
+	}
+	__syncwarp();
 	c = bam::warp_sum(c);
 	sd = warp_sum_f64(sd);
 	sa = warp_sum_f64(sa);

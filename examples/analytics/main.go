@@ -206,7 +206,7 @@ func (f *gpuFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.line, "gpu-line", 512, "GPU cache line size (a one-namespace store allows lines below the store's)")
 	fs.IntVar(&f.scanLine, "scan-line", 0, "line size of the cache of the columns queries read whole (0: the store's line size; equal to --gpu-line: one cache)")
 	fs.StringVar(&f.cache, "gpu-cache", "8GiB", "GPU cache size (each cache)")
-	fs.IntVar(&f.matchBatch, "match-batch", taxi.DefaultMatchBatch, "matching rows of Q1–Q5 a warp notes before reading their amounts together (1 to 32)")
+	fs.IntVar(&f.matchBatch, "match-batch", taxi.DefaultMatchBatch, "amount reads of Q1–Q5 (matching rows times amount columns) a warp gathers before making them together (1 to 32)")
 	fs.IntVar(&f.queues, "queues", 0, "NVMe queue pairs of the GPU engine's default cache, the amounts' when the scanned columns have their own (0: package taxi's or the engine's default)")
 	fs.IntVar(&f.scanQueues, "scan-queues", 0, "NVMe queue pairs of the scanned columns' cache, when it is one of its own (0: package taxi's default)")
 	fs.IntVar(&f.depth, "depth", 0, "queue depth (0: engine default)")

@@ -49,11 +49,12 @@ type GPUConfig struct {
 	// Engine.QueuePairs, the amounts' cache's, then defaults to
 	// DefaultAmountQueuePairs.
 	ScanQueuePairs int
-	// MatchBatch is how many matching rows of Q1–Q5 a warp notes before
-	// it reads their amounts (1 to 32); the warp's lanes share out the
-	// (row, column) reads of a batch, so they are in flight at once. A
-	// warp also reads them when it finishes a chunk of 512 rows, so that
-	// the reads go on during the scan. Default DefaultMatchBatch.
+	// MatchBatch is how many amount reads of Q1–Q5 (matching rows times
+	// the query's amount columns) a warp gathers before it makes them, 1
+	// to 32: it makes them when it finishes a chunk of 512 rows with at
+	// least that many, so the reads go on during the scan, and at its end.
+	// The warp's lanes share the reads out, so up to 32 are in flight at
+	// once. Default DefaultMatchBatch.
 	MatchBatch int
 }
 
@@ -66,7 +67,7 @@ type GPUConfig struct {
 // queue pairs were slower on Q5 (0.101–0.120 s), and so was the engine's
 // default of 64 for both caches (Q5 0.135 s with 1 KiB amount lines).
 const (
-	DefaultMatchBatch       = 32
+	DefaultMatchBatch       = 8
 	DefaultScanQueuePairs   = 32
 	DefaultAmountQueuePairs = 128
 )

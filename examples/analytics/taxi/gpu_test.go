@@ -14,9 +14,9 @@ import (
 // against the row-by-row oracle, for the store's line size, for 512-byte
 // engine lines over 4 KiB store lines with the scanned columns in a cache
 // of the store's line size (the default), and with all columns in one
-// cache of 512-byte lines; with match batches of 32 (the default), 1 and 5
-// (rows left over at a warp's end, batches split across the warp's
-// lanes).
+// cache of 512-byte lines; with match batches of 8 (the default), 1, 5 and
+// 32 (reads left over at a warp's end, notes full in mid-chunk at the low
+// thresholds, rounds of reads split across the warp's lanes).
 func TestGPUQueries(t *testing.T) {
 	cudatest.Device(t)
 	ctx := context.Background()
@@ -30,7 +30,7 @@ func TestGPUQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ line, scan, caches, batch int }{{4096, 0, 1, 0}, {512, 0, 2, 1}, {512, 512, 1, 5}} {
+	for _, tc := range []struct{ line, scan, caches, batch int }{{4096, 0, 1, 0}, {512, 0, 2, 1}, {512, 512, 1, 5}, {4096, 0, 1, 32}} {
 		line := tc.line
 		g, err := OpenGPU(tb, GPUConfig{Engine: gpuengine.Config{LineSize: line, CacheBytes: 1 << 20}, GroupSlots: 1 << 14,
 			ScanLineSize: tc.scan, MatchBatch: tc.batch})
