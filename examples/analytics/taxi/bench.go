@@ -12,7 +12,7 @@ import (
 // BenchConfig configures Bench (benchmark A1).
 type BenchConfig struct {
 	Thresholds []float64 // distances of Q0–Q5 (default 30 and 20)
-	Runs       int       // timed runs per figure, median reported (default 3)
+	Runs       int       // timed runs per figure, in rounds over all queries and engines; median reported (default 3)
 	Workers    int       // goroutines of the host baseline (default GOMAXPROCS)
 	// Log, when set, receives a line per measurement.
 	Log func(format string, args ...any)
@@ -99,36 +99,67 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 			queries = append(queries, Query{ID: id, Threshold: d})
 		}
 	}
-	for _, q := range queries {
+	// Rounds: every run of every query on every engine comes in turn, so
+	// that a stretch of a noisy host slows one run of each figure rather
+	// than every run of one figure.
+	type runs struct {
+		host      [][]*Result
+		mem, cold []*Result
+	}
+	all := make([]runs, len(queries))
+	for i := range all {
+		all[i].host = make([][]*Result, len(cfg.Host))
+	}
+	for round := range cfg.Runs {
+		for i, q := range queries {
+			for k, h := range cfg.Host {
+				r, err := h.Run(ctx, q)
+				if err != nil {
+					return nil, fmt.Errorf("taxi: bench %s: %s: %w", q.ID, h.ID, err)
+				}
+				all[i].host[k] = append(all[i].host[k], r)
+			}
+			mem, err := g.RunResident(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			if err := g.Invalidate(ctx); err != nil {
+				return nil, err
+			}
+			cold, err := g.Run(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			all[i].mem = append(all[i].mem, mem)
+			all[i].cold = append(all[i].cold, cold)
+		}
+		logf("round %d of %d done", round+1, cfg.Runs)
+	}
+	samples := map[string][]float64{}
+	for i, q := range queries {
 		name := string(q.ID)
 		if q.Selective() {
 			name = fmt.Sprintf("%s_d%g", q.ID, q.Threshold)
 		}
-		hostRes := make([]*Result, len(cfg.Host))
-		for k, h := range cfg.Host {
-			if hostRes[k], err = median(cfg.Runs, func() (*Result, error) { return h.Run(ctx, q) }); err != nil {
-				return nil, fmt.Errorf("taxi: bench %s: %s: %w", name, h.ID, err)
-			}
+		rs := all[i]
+		want := rs.host[0][0]
+		others := append(slices.Clone(rs.mem), rs.cold...)
+		for _, h := range rs.host {
+			others = append(others, h...)
 		}
-		host := hostRes[0]
-		mem, err := median(cfg.Runs, func() (*Result, error) { return g.RunResident(ctx, q) })
-		if err != nil {
-			return nil, err
-		}
-		cold, err := median(cfg.Runs, func() (*Result, error) {
-			if err := g.Invalidate(ctx); err != nil {
-				return nil, err
-			}
-			return g.Run(ctx, q)
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range append([]*Result{mem, cold}, hostRes[1:]...) {
-			if err := SameAnswer(host, r); err != nil {
+		for _, r := range others {
+			if err := SameAnswer(want, r); err != nil {
 				return nil, fmt.Errorf("taxi: bench %s: %w", name, err)
 			}
 		}
+		hostRes := make([]*Result, len(cfg.Host))
+		for k := range cfg.Host {
+			hostRes[k] = median(rs.host[k])
+			samples[name+"_"+cfg.Host[k].ID] = seconds(rs.host[k])
+		}
+		mem, cold := median(rs.mem), median(rs.cold)
+		samples[name+"_gpu_memory"] = seconds(rs.mem)
+		samples[name+"_cold"] = seconds(rs.cold)
 		goal := ""
 		if q.Selective() && q.ID != Q0 && q.Threshold == 30 {
 			goal = ">= 5"
@@ -158,23 +189,27 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 		}
 		logf("%s  amp %5.3f  read %s", line, amp, fmtBytes(cold.BytesRead))
 	}
+	res.Params["samples_s"] = samples
 	return res, nil
 }
 
-// median runs fn n times and returns the result with the median time.
-func median(n int, fn func() (*Result, error)) (*Result, error) {
-	var rs []*Result
-	for range n {
-		r, err := fn()
-		if err != nil {
-			return nil, err
-		}
-		rs = append(rs, r)
+// seconds lists the times of rs in run order.
+func seconds(rs []*Result) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Seconds
 	}
+	return out
+}
+
+// median returns the result with the median time (the upper middle one
+// of an even count).
+func median(rs []*Result) *Result {
+	rs = slices.Clone(rs)
 	slices.SortFunc(rs, func(a, b *Result) int {
 		return int(math.Copysign(1, a.Seconds-b.Seconds))
 	})
-	return rs[len(rs)/2], nil
+	return rs[len(rs)/2]
 }
 
 // SameAnswer checks that r answers like want (counts exactly, sums to
