@@ -70,6 +70,7 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 	res.Params["cache_bytes"] = ec.CacheBytes
 	res.Params["queue_pairs"] = ec.QueuePairs
 	res.Params["queue_depth"] = ec.QueueDepth
+	res.Params["target_workers"] = ec.TargetWorkers
 	res.Params["runs"] = cfg.Runs
 	res.Params["thresholds"] = cfg.Thresholds
 	var hosts []string
