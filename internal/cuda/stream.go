@@ -92,23 +92,38 @@ func (s *Stream) Wait(ctx context.Context) error {
 	return pollUntil(ctx, s.Done)
 }
 
-// pollUntil calls done with a growing pause (1 µs to 1 ms) until it returns
-// true or an error, or ctx ends.
+// maxPollPause caps pollUntil's pause, and with it how late a wait can
+// notice that the work is done: with a cap of 1 ms, a wait on a kernel of
+// tens of milliseconds returned up to 1 ms after it ended, a cost paid
+// once per launch (a BFS launches a few kernels per level). A query of the
+// stream every 50 µs costs a few percent of one core.
+const maxPollPause = 50 * time.Microsecond
+
+// pollUntil calls done with a growing pause (1 µs to maxPollPause) until
+// it returns true or an error, or ctx ends.
 func pollUntil(ctx context.Context, done func() (bool, error)) error {
 	pause := time.Microsecond
+	var t *time.Timer
 	for {
 		ok, err := done()
 		if err != nil || ok {
+			if t != nil {
+				t.Stop()
+			}
 			return err
+		}
+		if t == nil {
+			t = time.NewTimer(pause)
+		} else {
+			t.Reset(pause)
 		}
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return fmt.Errorf("cuda: waiting for queued work: %w", ctx.Err())
-		case <-time.After(pause):
+		case <-t.C:
 		}
-		if pause < time.Millisecond {
-			pause *= 2
-		}
+		pause = min(2*pause, maxPollPause)
 	}
 }
 
