@@ -295,7 +295,10 @@ func (g *GPU) run(ctx context.Context, q Query, resident bool) (*Result, error) 
 		return nil, err
 	}
 	n := g.t.Rows
-	// Blocks of 256 threads = 8 warps, each warp 512 rows.
+	// Blocks of 256 threads = 8 warps, a warp per 512 rows, at most 132 x 32
+	// blocks. The grouping kernels' warps stride over the table; the
+	// selective ones take 512-row chunks from a counter, so blocks that start
+	// after the first resident ones find little or no work left.
 	warps := max(1, (n+rows512-1)/rows512)
 	lc := cuda.Linear(warps*32, 256, 132*32)
 	// Columns a query does not read: a null pointer for the in-memory
