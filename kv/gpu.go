@@ -20,7 +20,7 @@ type GPUOptions struct {
 	CacheBytes uint64        // GPU line cache (default 256 MiB)
 	Ways       int           // associativity (default 8)
 	QueuePairs int           // NVMe queue pairs of the host-proxied Target (default gpuengine.DefaultQueuePairs, 64)
-	QueueDepth int           // entries per queue (default gpuengine.DefaultQueueDepth, 256)
+	QueueDepth int           // entries per queue (default: the GPU engine's for the line size, 256 for 4 KiB lines)
 	Timeout    time.Duration // bound of every device wait (default 5s)
 	Workers    int           // host threads serving the queues
 	Logger     *slog.Logger

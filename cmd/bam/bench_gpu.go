@@ -136,7 +136,7 @@ func runBenchGPUCache(ctx context.Context, e *env, args []string) error {
 	cache := fs.String("cache", "", "GPU cache size, a power of two; the array is 4x it (default 256MiB)")
 	lines := fs.String("lines", "", "line sizes, comma-separated (default 512,4096,8192,65536)")
 	queues := fs.Int("queues", 0, "queue pairs (default 64)")
-	depth := fs.Int("depth", 0, "entries per queue (default 256, capped at 16 MiB of staging per queue)")
+	depth := fs.Int("depth", 0, "entries per queue (default: the engine's for each line size, 256 cut to keep staging within 64 MiB)")
 	workers := fs.Int("workers", 0, "Target host threads (default min(GOMAXPROCS, queues))")
 	lookups := fs.String("lookups", "", "lookups per C4 lookup run (default 16M)")
 	noAbl := fs.Bool("no-ablations", false, "skip C4")

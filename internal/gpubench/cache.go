@@ -25,8 +25,8 @@ type CacheParams struct {
 	// Lines are the line sizes of C1 (default 512, 4096, 8192, 65536).
 	Lines []int
 	// Queues and Depth shape the queue pairs (default
-	// gpuengine.DefaultQueuePairs and DefaultQueueDepth; the depth is
-	// capped so that staging stays at most 16 MiB per queue).
+	// gpuengine.DefaultQueuePairs and the engine's depth for the line
+	// size, see gpuengine.Config.QueueDepth).
 	Queues, Depth int
 	// Workers is the Target's host threads (default min(GOMAXPROCS, Queues)).
 	Workers int
@@ -58,9 +58,6 @@ func (p *CacheParams) fill() error {
 	}
 	if p.Queues == 0 {
 		p.Queues = gpuengine.DefaultQueuePairs
-	}
-	if p.Depth == 0 {
-		p.Depth = gpuengine.DefaultQueueDepth
 	}
 	if p.Workers == 0 {
 		p.Workers = min(runtime.GOMAXPROCS(0), p.Queues)
@@ -256,13 +253,9 @@ func b2u(b bool) uint64 {
 }
 
 func (p *CacheParams) engineConfig(line int) gpuengine.Config {
-	depth := p.Depth
-	for depth > 64 && depth*line > 16<<20 {
-		depth /= 2
-	}
 	return gpuengine.Config{
 		Device: p.Device, LineSize: line, CacheBytes: p.CacheBytes, Ways: 8, QueuePairs: p.Queues,
-		QueueDepth: depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
+		QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
 		StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
 	}
 }
@@ -291,11 +284,13 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	samples := map[string][]float64{}
 	amp := map[string]float64{}
 	failed := map[string]string{} // figures of the experimental route that ended in an error
+	depths := map[string]int{}
 	for _, line := range p.Lines {
 		a, err := newARig(p.engineConfig(line), ns, n, sum, patternSeedArr)
 		if err != nil {
 			return nil, err
 		}
+		depths[kib(line)] = a.e.Config().QueueDepth
 		if c1 == nil {
 			c1 = bench.NewResult("C1", a.deviceName())
 			c1.Params["mirror_run_bytes"] = a.e.Config().MirrorRun
@@ -428,6 +423,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["array_bytes"] = arrayBytes
 	c1.Params["ways"] = 8
 	c1.Params["queues"] = p.Queues
+	c1.Params["queue_depths"] = depths
 	c1.Params["target_workers"] = p.Workers
 	c1.Params["namespace"] = "memory"
 	c1.Params["line_sizes"] = p.Lines

@@ -80,3 +80,49 @@ func TestNewRejectsUntaggableNamespace(t *testing.T) {
 		t.Fatalf("New over a namespace of %d lines: %v, want a refusal naming the tag limit", lines, err)
 	}
 }
+
+func TestConfigQueueDepth(t *testing.T) {
+	for _, tc := range []struct {
+		cfg       Config
+		want      int   // the default cache's depth
+		wantMore  []int // MoreCaches' depths
+		wantError string
+	}{
+		{cfg: Config{}, want: 256},
+		{cfg: Config{LineSize: 8192}, want: 128},
+		{cfg: Config{LineSize: 65536}, want: 16},
+		{cfg: Config{LineSize: 65536, QueuePairs: 1}, want: 256},
+		{cfg: Config{LineSize: 65536, QueuePairs: 1024}, want: MinAutoQueueDepth},
+		{cfg: Config{LineSize: 65536, QueueDepth: 512}, want: 512},
+		{cfg: Config{QueuePairs: 128, MoreCaches: []CacheConfig{{LineSize: 16384, QueuePairs: 32}, {LineSize: 1024}}}, want: 128, wantMore: []int{128, 256}},
+		{cfg: Config{QueueDepth: 64, MoreCaches: []CacheConfig{{LineSize: 16384}, {LineSize: 1024, QueueDepth: 8}}}, want: 64, wantMore: []int{64, 8}},
+		{cfg: Config{QueueDepth: 3}, wantError: "queue depth 3 for the cache of 4096-byte lines"},
+		{cfg: Config{MoreCaches: []CacheConfig{{LineSize: 1024, QueueDepth: 8192}}}, wantError: "queue depth 8192 for the cache of 1024-byte lines"},
+	} {
+		c := tc.cfg
+		err := c.fill()
+		if tc.wantError != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+				t.Errorf("%+v: error %v, want one saying %q", tc.cfg, err, tc.wantError)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%+v: %v", tc.cfg, err)
+			continue
+		}
+		if c.QueueDepth != tc.want {
+			t.Errorf("%+v: depth %d, want %d", tc.cfg, c.QueueDepth, tc.want)
+		}
+		for i, w := range tc.wantMore {
+			if got := c.MoreCaches[i].QueueDepth; got != w {
+				t.Errorf("%+v: cache %d depth %d, want %d", tc.cfg, i, got, w)
+			}
+		}
+		for _, cc := range c.caches() {
+			if tc.cfg.QueueDepth == 0 && cc.QueueDepth > MinAutoQueueDepth && uint64(cc.QueuePairs*cc.QueueDepth*cc.LineSize) > DefaultStagingBytes {
+				t.Errorf("%+v: cache of %d-byte lines keeps %d bytes of staging", tc.cfg, cc.LineSize, cc.QueuePairs*cc.QueueDepth*cc.LineSize)
+			}
+		}
+	}
+}

@@ -34,8 +34,12 @@ type Config struct {
 	// QueuePairs is the number of NVMe queue pairs. Default
 	// DefaultQueuePairs.
 	QueuePairs int
-	// QueueDepth is the entries per queue (a power of two). Default
-	// DefaultQueueDepth.
+	// QueueDepth is the entries per queue of every cache (a power of two
+	// from 2 to 4096). Default: per cache, DefaultQueueDepth, halved (down
+	// to MinAutoQueueDepth) while the cache's pinned staging memory (queue
+	// pairs x depth x line size) exceeds DefaultStagingBytes. New's
+	// engine reports the depth it chose in Config().QueueDepth (the
+	// default cache) and in each CacheConfig.QueueDepth.
 	QueueDepth int
 	// Timeout bounds every wait of a kernel thread (a completion, a fill by
 	// another thread, a set lock). Default 5s.
@@ -116,10 +120,26 @@ const (
 	DefaultFillCopierWarps = 256
 )
 
+// The default depth is lowered for large lines because staging slots
+// that outgrow the host's last-level cache cost PCIe bandwidth: the
+// Target writes a slot, the GPU reads it across PCIe moments later, and
+// while the slots in use fit the cache those reads are served from it;
+// beyond, every slot goes out to DRAM and back. Cold 64 KiB gathers (C1,
+// H200 host, 64 queue pairs) moved 39.4-40.7 GB/s with 1 GiB of staging
+// (depth 256), 45.1-45.3 with 256 MiB (depth 64) and 46.3-48.3 with 64
+// MiB (depth 16), while 4 KiB lines measured the same with 64 and 16
+// MiB. Sixteen commands of a queue still keep 1 MiB of 64 KiB lines in
+// flight per queue pair, far more than PCIe needs.
+const (
+	DefaultStagingBytes = 64 << 20
+	MinAutoQueueDepth   = 16
+)
+
 // CacheConfig sizes one of Config.MoreCaches: LineSize as Config.LineSize
 // (required), CacheBytes as Config.CacheBytes (default 256 MiB), QueuePairs
-// the number of its queue pairs (default Config.QueuePairs). Ways and the
-// queue depth are the engine's.
+// the number of its queue pairs (default Config.QueuePairs), QueueDepth
+// the entries of each (default Config.QueueDepth when that is set, else
+// chosen as Config.QueueDepth says). Ways are the engine's.
 //
 // Queue pairs per cache, because what each cache serves wants a different
 // number: on the A1 taxi queries (H200 host, 16 KiB scan lines, 1 KiB
@@ -130,11 +150,32 @@ type CacheConfig struct {
 	LineSize   int
 	CacheBytes uint64
 	QueuePairs int
+	QueueDepth int
 }
 
 // caches returns every cache's configuration, the default one first.
 func (c *Config) caches() []CacheConfig {
-	return append([]CacheConfig{{c.LineSize, c.CacheBytes, c.QueuePairs}}, c.MoreCaches...)
+	first := CacheConfig{LineSize: c.LineSize, CacheBytes: c.CacheBytes, QueuePairs: c.QueuePairs, QueueDepth: c.QueueDepth}
+	return append([]CacheConfig{first}, c.MoreCaches...)
+}
+
+// autoQueueDepth is the default depth of a cache's queues (see
+// Config.QueueDepth).
+func autoQueueDepth(lineSize, queuePairs int) int {
+	d := DefaultQueueDepth
+	for d > MinAutoQueueDepth && uint64(d)*uint64(lineSize)*uint64(queuePairs) > DefaultStagingBytes {
+		d /= 2
+	}
+	return d
+}
+
+// totalQueueEntries is the number of queue entries of all caches.
+func (c *Config) totalQueueEntries() int {
+	n := 0
+	for _, cc := range c.caches() {
+		n += cc.QueuePairs * cc.QueueDepth
+	}
+	return n
 }
 
 // totalQueuePairs is the number of queue pairs of all caches.
@@ -159,9 +200,6 @@ func (c *Config) fill() error {
 	if c.QueuePairs == 0 {
 		c.QueuePairs = DefaultQueuePairs
 	}
-	if c.QueueDepth == 0 {
-		c.QueueDepth = DefaultQueueDepth
-	}
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second
 	}
@@ -173,6 +211,15 @@ func (c *Config) fill() error {
 		if c.MoreCaches[i].QueuePairs == 0 {
 			c.MoreCaches[i].QueuePairs = c.QueuePairs
 		}
+		if c.MoreCaches[i].QueueDepth == 0 {
+			c.MoreCaches[i].QueueDepth = c.QueueDepth
+		}
+		if c.MoreCaches[i].QueueDepth == 0 && c.MoreCaches[i].QueuePairs > 0 {
+			c.MoreCaches[i].QueueDepth = autoQueueDepth(c.MoreCaches[i].LineSize, c.MoreCaches[i].QueuePairs)
+		}
+	}
+	if c.QueueDepth == 0 && c.QueuePairs > 0 {
+		c.QueueDepth = autoQueueDepth(c.LineSize, c.QueuePairs)
 	}
 	if c.MirrorRun == 0 {
 		c.MirrorRun = DefaultMirrorRun
@@ -206,6 +253,8 @@ func (c *Config) fill() error {
 			return fmt.Errorf("gpuengine: cache of %d bytes holds less than one set of %d ways of %d bytes", cc.CacheBytes, c.Ways, cc.LineSize)
 		case cc.QueuePairs < 1:
 			return fmt.Errorf("gpuengine: %d queue pairs for the cache of %d-byte lines: want at least 1", cc.QueuePairs, cc.LineSize)
+		case cc.QueueDepth < 2 || cc.QueueDepth > 4096 || cc.QueueDepth&(cc.QueueDepth-1) != 0:
+			return fmt.Errorf("gpuengine: queue depth %d for the cache of %d-byte lines: want a power of two from 2 to 4096", cc.QueueDepth, cc.LineSize)
 		}
 		seen[cc.LineSize] = true
 	}
@@ -214,8 +263,6 @@ func (c *Config) fill() error {
 		return fmt.Errorf("gpuengine: %d fill copier warps: want at most 4096 (negative for none)", c.FillCopierWarps)
 	case c.totalQueuePairs() > 1024:
 		return fmt.Errorf("gpuengine: %d queue pairs over %d caches: want at most 1024 in all", c.totalQueuePairs(), 1+len(c.MoreCaches))
-	case c.QueueDepth < 2 || c.QueueDepth > 4096 || c.QueueDepth&(c.QueueDepth-1) != 0:
-		return fmt.Errorf("gpuengine: queue depth %d: want a power of two from 2 to 4096", c.QueueDepth)
 	}
 	if _, err := c.FillRoute.directBelow(); err != nil {
 		return err
@@ -258,6 +305,7 @@ type lineCache struct {
 	sets       uint64
 	ways       int
 	queuePairs int
+	queueDepth int
 
 	meta, data *cuda.DeviceMem
 	lineBase   cuda.DevicePtr // first line: data rounded up to a page
@@ -331,6 +379,7 @@ func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
 			sets:       cc.CacheBytes / uint64(cc.LineSize) / uint64(cfg.Ways),
 			ways:       cfg.Ways,
 			queuePairs: cc.QueuePairs,
+			queueDepth: cc.QueueDepth,
 		})
 	}
 	if err := e.init(); err != nil {
@@ -360,7 +409,7 @@ func (e *Engine) init() error {
 		// queue entry, so at most one per entry is outstanding, and posts
 		// withdrawn when a copier stopped wait in the ring for the next.
 		slots := uint64(1024)
-		for slots < uint64(4*e.cfg.totalQueuePairs()*e.cfg.QueueDepth) {
+		for slots < uint64(4*e.cfg.totalQueueEntries()) {
 			slots <<= 1
 		}
 		if e.fillCopier, err = newFillCopier(e.ctx, e.mod, slots, warps); err != nil {
@@ -393,7 +442,7 @@ func (e *Engine) init() error {
 	e.dma = nvme.NewDMASpace()
 	if e.target, err = nvme.NewTarget(nvme.TargetConfig{
 		Workers:     e.cfg.TargetWorkers,
-		Executors:   max(64, e.cfg.totalQueuePairs()*e.cfg.QueueDepth/4),
+		Executors:   max(64, e.cfg.totalQueueEntries()/4),
 		MaxTransfer: max(maxLine, 1<<20),
 		Spin:        2 * time.Millisecond,
 		IdlePoll:    200 * time.Microsecond,
@@ -416,7 +465,7 @@ func (e *Engine) init() error {
 		}
 		descs := make([]byte, c.queuePairs*QueueDescBytes)
 		for i := 0; i < c.queuePairs; i++ {
-			q, err := newQueuePair(e, uint16(len(e.queues)+1), c.lineSize)
+			q, err := newQueuePair(e, uint16(len(e.queues)+1), c.lineSize, c.queueDepth)
 			if err != nil {
 				return err
 			}

@@ -57,9 +57,10 @@ func pageAligned(h *cuda.HostMem, n uint64) (cuda.DevicePtr, []byte, error) {
 	return dev.Add(skip), h.Bytes()[skip : skip+n : skip+n], nil
 }
 
-// newQueuePair makes queue pair id with staging slots of lineSize bytes.
-func newQueuePair(e *Engine, id uint16, lineSize int) (*queuePair, error) {
-	depth := uint32(e.cfg.QueueDepth)
+// newQueuePair makes queue pair id of depth entries with staging slots of
+// lineSize bytes.
+func newQueuePair(e *Engine, id uint16, lineSize, queueDepth int) (*queuePair, error) {
+	depth := uint32(queueDepth)
 	q := &queuePair{id: id, depth: depth, lineSize: lineSize,
 		sqBytes: uint64(depth) * nvme.SQESize, cqBytes: uint64(depth) * nvme.CQESize}
 	var err error

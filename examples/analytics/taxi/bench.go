@@ -56,12 +56,13 @@ func Bench(ctx context.Context, t *Table, b *Batch, g *GPU, cfg BenchConfig) (*b
 	ec := g.e.Config()
 	res.Params["rows"] = t.Rows
 	res.Params["line_size"] = ec.LineSize
-	scan, scanQueues := ec.LineSize, ec.QueuePairs
+	scan, scanQueues, scanDepth := ec.LineSize, ec.QueuePairs, ec.QueueDepth
 	for _, mc := range ec.MoreCaches {
-		scan, scanQueues = mc.LineSize, mc.QueuePairs
+		scan, scanQueues, scanDepth = mc.LineSize, mc.QueuePairs, mc.QueueDepth
 	}
 	res.Params["scan_line_size"] = scan
 	res.Params["scan_queue_pairs"] = scanQueues
+	res.Params["scan_queue_depth"] = scanDepth
 	if info, err := t.s.Info(); err == nil {
 		res.Params["store_line_size"] = info.LineSize
 	}
