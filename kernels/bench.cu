@@ -24,7 +24,6 @@ constexpr u64 mode_latency = 8;  // record per-command latencies
 constexpr u64 mode_direct = 16;  // PRPs name a line of dst: the Target's copy engine fills it (the copy-engine route)
 constexpr u64 mode_copier = 32;  // with mode_copy: hand the copy to the fill copier's warps (bam/copier.cuh)
 constexpr u64 mode_mirror = 64;  // with mode_copy: ask for the staging mirror when the queue is busy (queue::mirror_hint)
-constexpr u64 mode_warp_copy = 128;  // with mode_copy: the lanes of a warp that reach the copy together copy each other's lines
 
 // Counter slots of bam_bench_queue_read.
 constexpr int ctr_completed = 0;
@@ -33,8 +32,6 @@ constexpr int ctr_mismatched = 2;
 constexpr int ctr_start = 3;  // %globaltimer of the first thread to start (time box origin)
 constexpr int ctr_offloaded = 5;  // copies done by the fill copier (mode_copier)
 constexpr int ctr_first_failure = 4;  // first failure: 1<<32 | NVMe status, 2<<32 reserve timeout, 3<<32 wait timeout, 4<<32 copier timeout
-constexpr int ctr_warp_lanes = 6;     // mode_warp_copy: lanes of every warp copy, summed
-constexpr int ctr_warp_copies = 7;    // mode_warp_copy: warp copies
 
 __device__ __forceinline__ void note_failure(u64 *counters, u64 what) {
 	atomicCAS(reinterpret_cast<unsigned long long *>(counters + ctr_first_failure), 0ull, what);
@@ -295,9 +292,6 @@ __device__ __forceinline__ void add_sum(u64 *out, u64 s) {
 // first and last word in dst afterwards. mode_mirror (with mode_copy) has
 // the Reads ask for the staging mirror when their queue is busy (the data
 // is then copied from the mirror in device memory).
-// mode_warp_copy (with mode_copy) has the lanes of a warp that reach the
-// copy together copy each other's lines, all lanes on one line at a time
-// (counters [6] and [7]: lanes of all such copies, and their number).
 // mode_latency records, for command k < lat_n, lat_words u64 at
 // lat[lat_words*k]: I/O nanoseconds (%globaltimer, reserve to completion),
 // I/O cycles (%clock64), the same two up to the data being in device
@@ -398,37 +392,11 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			// (tid mod dst_lines), checked after the copy when no other
 			// thread shares it; otherwise the staging slot is checked.
 			const bool own = static_cast<u64>(gridDim.x) * blockDim.x <= dst_lines;
-			if (mode & mode_warp_copy) {
-				// The lanes here now copy one line after the other, each
-				// line with all of them (rank of n), as a warp that missed
-				// one line does.
-				to = dst + ((tid % dst_lines) << ls);
-				const u32 m = __activemask();
-				const u32 n = __popc(m);
-				const u32 rank = __popc(m & ((1u << (threadIdx.x & 31u)) - 1u));
-				for (u32 rest = m; rest != 0; rest &= rest - 1) {
-					const int j = __ffs(rest) - 1;
-					const u64 from_j = __shfl_sync(m, reinterpret_cast<u64>(slot), j);
-					const u64 to_j = __shfl_sync(m, reinterpret_cast<u64>(to), j);
-					bam::detail::copy_from_host(reinterpret_cast<unsigned char *>(to_j), reinterpret_cast<const unsigned char *>(from_j), bytes, rank, n);
-				}
-				__syncwarp(m);
-				if (rank == 0) {
-					atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_warp_lanes), static_cast<unsigned long long>(n));
-					atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_warp_copies), 1ull);
-				}
-				const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? to : slot);
-				if (own ? (__ldcg(w) != first || __ldcg(w + words - 1) != last)
-				        : (__ldcv(w) != first || __ldcv(w + words - 1) != last)) {
-					bad++;
-				}
-			} else if (mode & mode_copier) {
+			if (mode & mode_copier) {
 				to = dst + ((tid % dst_lines) << ls);
 				r = bam::copier::run(copier, to, slot, bytes, false, deadline);
 			}
-			if (mode & mode_warp_copy) {
-				// copied and checked above
-			} else if (r == bam::copier::copied) {
+			if (r == bam::copier::copied) {
 				offloaded++;
 				const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? to : slot);
 				if (own ? (__ldcg(w) != first || __ldcg(w + words - 1) != last)

@@ -21,9 +21,8 @@ const (
 	modeVerify  = 4
 	modeLatency = 8
 	modeDirect  = 16
-	modeCopier  = 32  // with modeCopy: the fill copier's warps copy (the default route)
-	modeMirror  = 64  // with modeCopy: ask for the staging mirror when the queue is busy
-	modeWarp    = 128 // with modeCopy: the lanes of a warp that reach the copy together copy each other's lines
+	modeCopier  = 32 // with modeCopy: the fill copier's warps copy (the default route)
+	modeMirror  = 64 // with modeCopy: ask for the staging mirror when the queue is busy
 )
 
 // latWords is the size in u64 of the record bam_bench_queue_read keeps per
@@ -153,7 +152,6 @@ type qrig struct {
 	dstDrop   func() error // unregisters dst from the Target's DMA space
 	seed      uint64       // rotated per run
 	offloaded float64      // see iops
-	warpLanes float64      // see iops
 }
 
 func newQRig(p *QueuesParams, ns *nvme.MemoryNamespace, lineSize, queues int) (*qrig, error) {
@@ -202,7 +200,6 @@ type qrun struct {
 	elapsed                     time.Duration
 	completed, failed, mismatch uint64
 	offloaded                   uint64 // copies done by the fill copier
-	warpLanes, warpCopies       uint64 // modeWarp: lanes of all warp copies, and their number
 }
 
 // launch runs bam_bench_queue_read with threads threads of iters commands;
@@ -232,11 +229,11 @@ func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, bud
 	if err != nil {
 		return qrun{}, err
 	}
-	c, err := readU64s(q.counters, 8)
+	c, err := readU64s(q.counters, 6)
 	if err != nil {
 		return qrun{}, err
 	}
-	r := qrun{elapsed: d, completed: c[0], failed: c[1], mismatch: c[2], offloaded: c[5], warpLanes: c[6], warpCopies: c[7]}
+	r := qrun{elapsed: d, completed: c[0], failed: c[1], mismatch: c[2], offloaded: c[5]}
 	if r.failed != 0 || r.mismatch != 0 {
 		return r, fmt.Errorf("%w: %d-byte reads, %d threads, mode %d: %d commands failed (first: %s), %d checks mismatched (of %d completed)",
 			ErrVerify, q.lineSize, nthreads, mode, r.failed, describeFailure(c[4]), r.mismatch, r.completed)
@@ -250,7 +247,7 @@ func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, bud
 // verify reads lines with every word compared to the pattern, through both
 // protocols, before anything is timed.
 func (q *qrig) verify(ctx context.Context) error {
-	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeVerify | modeCopy | modeCopier, modeVerify | modeCopy | modeWarp, modeDirect, modeVerify | modeLocked} {
+	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeVerify | modeCopy | modeCopier, modeDirect, modeVerify | modeLocked} {
 		if mode&modeLocked != 0 {
 			if err := q.e.ResetQueues(ctx); err != nil {
 				return err
@@ -282,8 +279,7 @@ func (q *qrig) verify(ctx context.Context) error {
 
 // iops measures the median IOPS of nthreads threads in mode (the queues
 // are reset around locked runs). q.offloaded receives the fraction of the
-// last run's copies that the fill copier did, q.warpLanes the lanes of its
-// average warp copy (modeWarp).
+// last run's copies that the fill copier did.
 func (q *qrig) iops(ctx context.Context, nthreads int, mode uint64) (float64, []float64, error) {
 	iters := max(1, (q.p.Commands+nthreads-1)/nthreads)
 	if mode&modeLocked != 0 {
@@ -302,10 +298,6 @@ func (q *qrig) iops(ctx context.Context, nthreads int, mode uint64) (float64, []
 			v = append(v, float64(r.completed)/r.elapsed.Seconds())
 		}
 		q.offloaded = float64(r.offloaded) / float64(r.completed)
-		q.warpLanes = 0
-		if r.warpCopies > 0 {
-			q.warpLanes = float64(r.warpLanes) / float64(r.warpCopies)
-		}
 		return r.elapsed, nil
 	})
 	if err != nil {
@@ -431,7 +423,6 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 		"copier (unsuffixed, the default)": "Target reads into pinned staging, the submitting GPU thread posts the copy to the fill copier ring and a warp of the copier kernel copies the line into device memory with 32 lanes",
 		"copier_mirror":                    "as copier, but Reads issued while their queue has 32 or more commands outstanding ask for the staging mirror (gpuengine Config.StagingMirror, off by default): the Target joins a queue's consecutive Reads into runs of up to mirror_run_bytes, copies each run into a mirror of the staging slots in device memory with one cuMemcpyHtoDAsync, and completes them after the copy; the fill copier then copies the line from the mirror",
 		"lane_copy":                        "Target reads into pinned staging, the submitting GPU thread copies the line into device memory alone (16-byte loads, 8 in flight)",
-		"warp_copy":                        "Target reads into pinned staging; the lanes of a warp that reach the copy together (warp_copy_lanes on average) copy each other's lines into device memory, one line at a time with all of them",
 		"copy_engine":                      "the PRPs name a line in device memory; the Target copies the data in with cuMemcpyHtoDAsync on a stream of its own and completes the command after the copy",
 	}
 	q2mirrored := map[string]float64{}
@@ -440,15 +431,13 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	q2.Params["samples_GBps"] = q2samples
 	q2offloaded := map[string]float64{}
 	q2.Params["copies_by_fill_copier"] = q2offloaded
-	q2warpLanes := map[string]float64{}
-	q2.Params["warp_copy_lanes"] = q2warpLanes
 	pathCeil := ceil.path(4096)
 	ceilName := fmt.Sprintf("path ceiling: min(pinned H2D copy, host 4 KiB copy into pinned memory x%d threads), same run", workers)
 	best, bestRoute := 0.0, ""
 	for _, route := range []struct {
 		name string
 		mode uint64
-	}{{"copier", modeCopy | modeCopier}, {"warp_copy", modeCopy | modeWarp}, {"copier_mirror", modeCopy | modeCopier | modeMirror}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
+	}{{"copier", modeCopy | modeCopier}, {"copier_mirror", modeCopy | modeCopier | modeMirror}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
 		for _, t := range p.Threads {
 			if t < 64<<10 {
 				continue
@@ -470,9 +459,6 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 			}
 			q2samples[name] = s
 			q2offloaded[name] = main.offloaded
-			if route.mode&modeWarp != 0 {
-				q2warpLanes[name] = main.warpLanes
-			}
 			if reads := after.Reads - before.Reads; reads > 0 {
 				q2mirrored[name] = float64(after.Mirrored-before.Mirrored) / float64(reads)
 			}
