@@ -113,7 +113,18 @@ type ObjectSpec struct {
 	// unspecified (old data of deleted objects), which is fine for an
 	// object about to be overwritten entirely, such as an import.
 	NoZero bool
+
+	// Align, when set, places each of the object's extents at a byte
+	// offset of its namespace that is a multiple of Align: a power of two
+	// from the line size to MaxAlign. An engine can then cache the object
+	// in lines of any size up to Align (a GPU cache of larger lines for a
+	// scan, say). Default: the line size. Up to Align bytes of each
+	// namespace may go unused before the object.
+	Align int
 }
+
+// MaxAlign is the largest ObjectSpec.Align.
+const MaxAlign = 1 << 20
 
 // Extent is the run of lines an object owns on one namespace.
 type Extent struct {
@@ -217,6 +228,10 @@ func (s *Store) CreateObject(ctx context.Context, spec ObjectSpec) (*Object, err
 	if err != nil {
 		return nil, &ObjectError{Op: "create", Name: spec.Name, Err: err}
 	}
+	align := s.lineSize
+	if spec.Align != 0 {
+		align = uint64(spec.Align)
+	}
 	var made *Object
 	err = s.update(ctx, func(c *format.Catalog) error {
 		if c.Find(o.Name) >= 0 {
@@ -232,7 +247,7 @@ func (s *Store) CreateObject(ctx context.Context, spec ObjectSpec) (*Object, err
 			if n == 0 {
 				continue
 			}
-			start, err := s.allocate(c, k, n)
+			start, err := s.allocate(c, k, n, align)
 			if err != nil {
 				return err
 			}
@@ -285,6 +300,9 @@ func (s *Store) checkSpec(spec ObjectSpec) (format.Object, error) {
 	}
 	if size < 1 || uint64(size) > s.lineSize {
 		return format.Object{}, invalidf("element size %d: want 1..%d (the line size)", size, s.lineSize)
+	}
+	if a := spec.Align; a != 0 && (a < 0 || uint64(a) < s.lineSize || a > MaxAlign || a&(a-1) != 0) {
+		return format.Object{}, invalidf("alignment %d: want a power of two from %d (the line size) to %d", a, s.lineSize, MaxAlign)
 	}
 	for k, v := range spec.Meta {
 		if len(k) > format.MaxMetaLen || len(v) > format.MaxMetaLen {
@@ -476,18 +494,24 @@ func (s *Store) freeRuns(c *format.Catalog, k int, f func(start, end uint64) boo
 	}
 }
 
-// allocate finds the first free run of lines lines on namespace k. Free
-// space is derived from the catalog alone, so it is right after any crash.
-func (s *Store) allocate(c *format.Catalog, k int, lines uint64) (uint64, error) {
+// allocate finds the first free run of lines lines on namespace k that
+// starts at a multiple of align bytes. Free space is derived from the
+// catalog alone, so it is right after any crash.
+func (s *Store) allocate(c *format.Catalog, k int, lines, align uint64) (uint64, error) {
 	lpl := s.lineSize / s.lbaSize
+	alba := align / s.lbaSize
 	var at uint64
 	found := false
 	var largest uint64
 	s.freeRuns(c, k, func(start, end uint64) bool {
-		n := (end - start) / lpl
+		first := (start + alba - 1) / alba * alba
+		if first >= end {
+			return true
+		}
+		n := (end - first) / lpl
 		largest = max(largest, n)
 		if n >= lines {
-			at, found = start, true
+			at, found = first, true
 			return false
 		}
 		return true

@@ -510,3 +510,38 @@ func TestDeviceStore(t *testing.T) {
 		t.Fatal("overwritten store kept its catalog")
 	}
 }
+
+func TestCreateObjectAlign(t *testing.T) {
+	ctx := context.Background()
+	s := testCreate(t, t.TempDir(), 2)
+	defer s.Close()
+	lba := uint64(s.LBASize())
+	mustCreateObject(t, s, ObjectSpec{Name: "small", ElemType: "uint8", Length: 100})
+	big := mustCreateObject(t, s, ObjectSpec{Name: "big", ElemType: "uint32", Length: 100000, Align: 64 << 10})
+	for _, e := range big.Info().Extents {
+		if e.Lines > 0 && e.StartLBA*lba%(64<<10) != 0 {
+			t.Errorf("big: extent on namespace %d starts at byte %d, want a multiple of 64 KiB", e.Namespace, e.StartLBA*lba)
+		}
+	}
+	// First fit still uses the space the alignment skipped.
+	after := mustCreateObject(t, s, ObjectSpec{Name: "after", ElemType: "uint8", Length: 100})
+	for i, e := range after.Info().Extents {
+		if b := big.Info().Extents[i]; e.Lines > 0 && b.Lines > 0 && e.StartLBA > b.StartLBA {
+			t.Errorf("after: extent on namespace %d at LBA %d, past big's at %d: the gap before big went unused", i, e.StartLBA, b.StartLBA)
+		}
+	}
+	for _, a := range []int{-4096, 1000, 2048, 4096 + 512, 2 << 20} {
+		_, err := s.CreateObject(ctx, ObjectSpec{Name: fmt.Sprintf("bad%d", a), ElemType: "uint8", Length: 10, Align: a})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "alignment") {
+			t.Errorf("Align %d: error %v, want ErrInvalid about the alignment", a, err)
+		}
+	}
+	// An alignment no free run can satisfy is ErrNoSpace, though the same
+	// object fits unaligned.
+	huge := ObjectSpec{Name: "huge", ElemType: "uint8", Length: 2 * (7<<20 + 64<<10), Align: 1 << 20}
+	if _, err := s.CreateObject(ctx, huge); !errors.Is(err, ErrNoSpace) {
+		t.Errorf("huge aligned object: error %v, want ErrNoSpace", err)
+	}
+	huge.Align = 0
+	mustCreateObject(t, s, huge)
+}

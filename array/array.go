@@ -29,6 +29,10 @@ type Options struct {
 	// unspecified until written. For arrays about to be overwritten
 	// entirely (imports).
 	NoZero bool
+	// Align places the array's storage at byte offsets that are multiples
+	// of Align (bam.ObjectSpec.Align), so that a GPU engine may cache it
+	// in lines of up to Align bytes. Default: the store's line size.
+	Align int
 }
 
 // Array is a fixed-length array of T kept in a store and accessed through
@@ -118,7 +122,7 @@ func Create[T any](ctx context.Context, s *bam.Store, name string, length uint64
 	}
 	size := int(reflect.TypeFor[T]().Size())
 	obj, err := s.CreateObject(ctx, bam.ObjectSpec{Name: name, Kind: bam.KindArray, ElemType: tn, ElemSize: size,
-		Length: length, Layout: o.Layout, Meta: o.Meta, NoZero: o.NoZero})
+		Length: length, Layout: o.Layout, Meta: o.Meta, NoZero: o.NoZero, Align: o.Align})
 	if err != nil {
 		return nil, err
 	}
