@@ -114,8 +114,12 @@ func onGPU[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpti
 	}
 	sum.Placement = string(OnStorage)
 	sum.CacheMisses = after.Misses - before.Misses
-	sum.BytesRead = (after.Fills - before.Fills) * uint64(after.LineSize)
-	sum.CacheBytes = r.eng.Config().CacheBytes
+	sum.BytesRead = after.FilledBytes - before.FilledBytes
+	ec := r.eng.Config()
+	sum.CacheBytes = ec.CacheBytes
+	for _, c := range ec.MoreCaches {
+		sum.CacheBytes += c.CacheBytes
+	}
 	if acq := after.Acquires - before.Acquires; acq > 0 {
 		fills := after.Fills - before.Fills
 		h := float64(acq-min(fills, acq)) / float64(acq)

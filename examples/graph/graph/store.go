@@ -8,6 +8,7 @@ import (
 
 	"github.com/bam-go/bam"
 	"github.com/bam-go/bam/array"
+	"github.com/bam-go/bam/gpucache"
 )
 
 // Catalog metadata keys on a graph's offsets array.
@@ -85,15 +86,17 @@ func Save[V VertexID](ctx context.Context, s *bam.Store, name string, g *CSR[V],
 	prog := progressOr(opt.Progress)
 	// Edges first, offsets (which carry the metadata) last: a graph whose
 	// offsets exist is complete.
-	if err := writeArray(ctx, s, edgesName(name), g.Edges, nil, prog); err != nil {
+	// The edges start on a multiple of the largest GPU line, so a GPU
+	// engine may cache them in lines of any size (GPUOptions.LineSize).
+	if err := writeArray(ctx, s, edgesName(name), g.Edges, nil, max(EdgeAlign, s.LineSize()), prog); err != nil {
 		return err
 	}
 	if g.Weights != nil {
-		if err := writeArray(ctx, s, weightsName(name), g.Weights, nil, prog); err != nil {
+		if err := writeArray(ctx, s, weightsName(name), g.Weights, nil, 0, prog); err != nil {
 			return err
 		}
 	}
-	if err := writeArray(ctx, s, offsetsName(name), g.Offsets, meta, prog); err != nil {
+	if err := writeArray(ctx, s, offsetsName(name), g.Offsets, meta, 0, prog); err != nil {
 		return err
 	}
 	if err := s.Flush(ctx); err != nil {
@@ -105,8 +108,14 @@ func Save[V VertexID](ctx context.Context, s *bam.Store, name string, g *CSR[V],
 // writeChunk is the number of bytes written per WriteRange.
 const writeChunk = 4 << 20
 
-func writeArray[T any](ctx context.Context, s *bam.Store, name string, data []T, meta map[string]string, prog Progress) error {
-	a, err := array.Create[T](ctx, s, name, uint64(len(data)), &array.Options{NoZero: true, Meta: meta})
+// EdgeAlign is the byte alignment of a graph's edges array in its store:
+// the largest GPU cache line (gpucache.MaxLineSize).
+const EdgeAlign = gpucache.MaxLineSize
+
+// writeArray writes data as a new array name, its storage aligned to align
+// bytes (0: the store's line size).
+func writeArray[T any](ctx context.Context, s *bam.Store, name string, data []T, meta map[string]string, align int, prog Progress) error {
+	a, err := array.Create[T](ctx, s, name, uint64(len(data)), &array.Options{NoZero: true, Meta: meta, Align: align})
 	if err != nil {
 		return fmt.Errorf("graph: create %q: %w", name, err)
 	}
