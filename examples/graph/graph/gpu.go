@@ -98,6 +98,7 @@ type GPU[V VertexID] struct {
 	scan        *gpuengine.Array
 	dScanChunks *cuda.DeviceMem
 	scanChunks  uint64
+	scanLines   uint64 // lines the scan cache holds
 	blocks      uint32
 	vs          string // "u32" or "u64"
 	// back holds two pinned buffers of one per-vertex array each, made on
@@ -232,6 +233,7 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 			if r.scan, err = r.eng.Bind(scanSpec); err != nil {
 				return nil, err
 			}
+			r.scanLines = cfg.MoreCaches[0].CacheBytes / uint64(scanSpec.LineSize)
 			scanFirst := chunkFirst(g.Offsets, uint64(scanSpec.LineSize)/uint64(sizeOf(zero)))
 			r.scanChunks = uint64(len(scanFirst) - 1)
 			if r.dScanChunks, err = upload(r.cctx, cuda.AsBytes(scanFirst)); err != nil {
@@ -622,12 +624,16 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 		return nil, err
 	}
 	// A warp per chunk of edges, as many warps as a thread per vertex had;
-	// through the scan cache's long lines when there is one.
+	// through the scan cache's long lines when there is one, with at most
+	// half its lines in flight (as bam::for_range): more warps than that
+	// evict each other's lines before they are read.
 	firstEdges, chunks, dChunks := edges, r.chunks, r.dChunks
+	grid := cuda.Linear(r.chunks*32, 256, 4*r.blocks)
 	if r.scan != nil {
 		firstEdges, chunks, dChunks = r.scan.Arg(), r.scanChunks, r.dScanChunks
+		grid = cuda.Linear(min(chunks, max(r.scanLines/2, 1))*32, 256, 4*r.blocks)
 	}
-	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), cuda.Linear(chunks*32, 256, 4*r.blocks), off,
+	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), grid, off,
 		cuda.Ptr(dChunks.Ptr()), cuda.U64(chunks), firstEdges, cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
 		return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
 	}
