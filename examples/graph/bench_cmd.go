@@ -22,11 +22,10 @@ func cmdBench(ctx context.Context, args []string) error {
 	jsonOut := fs.Bool("json", false, "print the result JSON")
 	gpuLine := fs.Int("gpu-line", 0, "GPU cache line size for the edges (default: the store's; other sizes need a one-namespace store)")
 	queues := fs.Int("queues", 0, "NVMe queue pairs of the GPU engine (default: the engine's)")
-	scanLine := fs.Int("scan-line", 0, "line size of the GPU cache CC's first pass streams the edges through (default 64 KiB where the edges allow it; -1: none)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	o := graph.G1Options{Store: *store, Scale: *scale, Runs: *runs, Sources: *sources, GPULine: *gpuLine, ScanLine: *scanLine, QueuePairs: *queues, Progress: newProgress(), Log: stderr}
+	o := graph.G1Options{Store: *store, Scale: *scale, Runs: *runs, Sources: *sources, GPULine: *gpuLine, QueuePairs: *queues, Progress: newProgress(), Log: stderr}
 	for _, k := range strings.Split(*kinds, ",") {
 		o.Kinds = append(o.Kinds, graph.Kind(strings.TrimSpace(k)))
 	}

@@ -187,7 +187,6 @@ type algoFlags struct {
 	engine, cache, out          string
 	validate, jsonOut           bool
 	workers, gpuLine, gpuQueues int
-	scanLine                    int
 }
 
 func (a *algoFlags) register(fs *flag.FlagSet) {
@@ -199,7 +198,6 @@ func (a *algoFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.workers, "workers", 0, "CPU goroutines (default GOMAXPROCS)")
 	fs.IntVar(&a.gpuLine, "gpu-line", 0, "GPU cache line size for the edges (default: the store's; other sizes need a one-namespace store)")
 	fs.IntVar(&a.gpuQueues, "queues", 0, "NVMe queue pairs of the GPU engine (default: the engine's)")
-	fs.IntVar(&a.scanLine, "scan-line", 0, "line size of the GPU cache CC's first pass streams the edges through (default 64 KiB where the edges allow it; -1: none)")
 }
 
 func runAlgo(ctx context.Context, algo string, args []string) error {
@@ -222,7 +220,7 @@ func runAlgo(ctx context.Context, algo string, args []string) error {
 	}
 	defer s.Close()
 	o := graph.RunOptions{Engine: a.engine, Dir: pos[0], Source: *source, Seed: *seed, Validate: a.validate,
-		Workers: a.workers, OutDir: a.out, GPU: graph.GPUOptions{CacheBytes: uint64(cache), LineSize: a.gpuLine, QueuePairs: a.gpuQueues, ScanLineSize: a.scanLine}}
+		Workers: a.workers, OutDir: a.out, GPU: graph.GPUOptions{CacheBytes: uint64(cache), LineSize: a.gpuLine, QueuePairs: a.gpuQueues}}
 	var sum *graph.Summary
 	if algo == "bfs" {
 		sum, err = graph.RunBFS(ctx, s, pos[1], o)

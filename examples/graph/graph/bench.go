@@ -25,9 +25,6 @@ type G1Options struct {
 	// store's). New bench stores get 512-byte LBAs so that any line from
 	// 512 bytes works.
 	GPULine int
-	// ScanLine is GPUOptions.ScanLineSize of the runs on storage (0: the
-	// default, -1: none).
-	ScanLine int
 	// QueuePairs is the GPU engine's number of queue pairs (0: the
 	// engine's default).
 	QueuePairs int
@@ -289,11 +286,10 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 	for _, f := range o.CacheFractions {
 		cache := uint64(f * float64(g.EdgeBytes()))
 		o.logf("%s: GPU, edges on storage, cache %.3f of the edges (%d bytes)", name, f, cache)
-		r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, GPUOptions{CacheBytes: cache, LineSize: o.GPULine, QueuePairs: o.QueuePairs, ScanLineSize: o.ScanLine})
+		r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, GPUOptions{CacheBytes: cache, LineSize: o.GPULine, QueuePairs: o.QueuePairs})
 		if err != nil {
 			return err
 		}
-		res.Params[kind+"_cc_scan_line_size"] = r.ScanLineSize()
 		before, err := r.CacheStats()
 		if err != nil {
 			r.Close()

@@ -47,29 +47,7 @@ type GPUOptions struct {
 	// size other than the store's needs a store on one namespace whose LBA
 	// size divides it.
 	LineSize int
-	// ScanLineSize is the line size of a second, small cache through which
-	// CC's first pass streams the edges: that pass reads the first
-	// neighbours of every vertex, so every line of the edges, and long
-	// lines move them faster, while the rest of CC and BFS read scattered
-	// lists, which short lines serve with fewer unused bytes. Default
-	// DefaultScanLineSize where the store is on one namespace and the
-	// edges start on a multiple of it (EdgeAlign), else none; negative:
-	// none (the first pass reads through LineSize).
-	ScanLineSize int
 }
-
-// DefaultScanLineSize and DefaultScanCacheBytes shape the scan cache (see
-// GPUOptions.ScanLineSize); its bytes come out of GPUOptions.CacheBytes.
-// With every read through one cache (H200 host, scale-25 graphs on
-// storage), CC on a uniform graph took 0.129-0.133 s with 4 KiB lines and
-// 0.105-0.108 s with 64 KiB lines, while a Kronecker graph's took
-// 0.098-0.100 s and 0.101-0.104 s (its scattered second pass read 1.5 times
-// the bytes), and BFS was fastest with 4 KiB lines for both.
-const (
-	DefaultScanLineSize   = 64 << 10
-	DefaultScanCacheBytes = 128 << 20
-	scanQueuePairs        = 32
-)
 
 // GPU runs BFS and CC on the GPU over one stored graph.
 type GPU[V VertexID] struct {
@@ -93,14 +71,8 @@ type GPU[V VertexID] struct {
 	// entry closes the last chunk (chunkFirst).
 	dChunks *cuda.DeviceMem
 	chunks  uint64
-	// scan is the edges bound to the scan cache (nil: none), with its
-	// chunk table: CC's first pass reads through them.
-	scan        *gpuengine.Array
-	dScanChunks *cuda.DeviceMem
-	scanChunks  uint64
-	scanLines   uint64 // lines the scan cache holds
-	blocks      uint32
-	vs          string // "u32" or "u64"
+	blocks  uint32
+	vs      string // "u32" or "u64"
 	// back holds two pinned buffers of one per-vertex array each, made on
 	// first use: results come back through them (readBack).
 	back [2]*cuda.HostMem
@@ -182,8 +154,7 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	if lineSize == 0 {
 		lineSize = s.LineSize()
 	}
-	var spec, scanSpec gpuengine.ArraySpec
-	cfg := gpuengine.Config{Device: opt.Device, LineSize: lineSize, CacheBytes: cache, QueuePairs: opt.QueuePairs, Timeout: opt.Timeout}
+	var spec gpuengine.ArraySpec
 	if placement == OnStorage {
 		o, err := s.Object(edgesName(name))
 		if err != nil {
@@ -192,20 +163,9 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		if spec, err = stripeSpec(o, s, lineSize); err != nil {
 			return nil, err
 		}
-		if scanLine, scanCache := scanShape(opt, s, lineSize, cache); scanLine > 0 {
-			if scanSpec, err = stripeSpec(o, s, scanLine); err != nil {
-				if opt.ScanLineSize > 0 {
-					return nil, err
-				}
-				// The default only where it fits: none.
-			} else {
-				scanSpec.LineSize = scanLine
-				cfg.CacheBytes = cache - scanCache
-				cfg.MoreCaches = []gpuengine.CacheConfig{{LineSize: scanLine, CacheBytes: scanCache, QueuePairs: scanQueuePairs}}
-			}
-		}
 	}
-	r.eng, err = gpuengine.New(cfg, r.nss)
+	r.eng, err = gpuengine.New(gpuengine.Config{Device: opt.Device, LineSize: lineSize, CacheBytes: cache,
+		QueuePairs: opt.QueuePairs, Timeout: opt.Timeout}, r.nss)
 	if err != nil {
 		return nil, err
 	}
@@ -228,17 +188,6 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	case OnStorage:
 		if r.arr, err = r.eng.Bind(spec); err != nil {
 			return nil, err
-		}
-		if len(cfg.MoreCaches) > 0 {
-			if r.scan, err = r.eng.Bind(scanSpec); err != nil {
-				return nil, err
-			}
-			r.scanLines = cfg.MoreCaches[0].CacheBytes / uint64(scanSpec.LineSize)
-			scanFirst := chunkFirst(g.Offsets, uint64(scanSpec.LineSize)/uint64(sizeOf(zero)))
-			r.scanChunks = uint64(len(scanFirst) - 1)
-			if r.dScanChunks, err = upload(r.cctx, cuda.AsBytes(scanFirst)); err != nil {
-				return nil, err
-			}
 		}
 	case InDevice:
 		t0 := time.Now()
@@ -263,30 +212,6 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		return nil, fmt.Errorf("graph: unknown placement %q (want storage, device or pinned)", placement)
 	}
 	return r, nil
-}
-
-// scanShape returns the scan cache's line size and bytes (0, 0: none) for
-// a runner of lineSize lines and cache bytes in all.
-func scanShape(opt GPUOptions, s *bam.Store, lineSize int, cache uint64) (int, uint64) {
-	line := opt.ScanLineSize
-	switch {
-	case line < 0:
-		return 0, 0
-	case line == 0:
-		if s.NamespaceCount() > 1 {
-			return 0, 0
-		}
-		line = DefaultScanLineSize
-	}
-	if line <= lineSize {
-		return 0, 0
-	}
-	// Half the cache at most, and room for 64 sets of 8 ways.
-	scanCache := min(uint64(DefaultScanCacheBytes), cache/2)
-	if scanCache < 64*8*uint64(line) {
-		return 0, 0
-	}
-	return line, scanCache
 }
 
 // stripeSpec places an array object for a GPU engine with lines of
@@ -432,15 +357,6 @@ func (c *stageClock) done(name string) error {
 	c.trace = append(c.trace, Stage{Name: name, Seconds: now.Sub(c.at).Seconds(), BytesRead: b - c.bytes})
 	c.at, c.bytes = now, b
 	return nil
-}
-
-// ScanLineSize is the line size of the scan cache CC's first pass reads
-// through, 0 when it has none (GPUOptions.ScanLineSize).
-func (r *GPU[V]) ScanLineSize() int {
-	if r.scan == nil {
-		return 0
-	}
-	return r.scan.Spec().LineSize
 }
 
 // CacheStats returns the GPU engine's counters.
@@ -623,18 +539,9 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	if err := r.launch(ctx, "graph_cc_init_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
 		return nil, err
 	}
-	// A warp per chunk of edges, as many warps as a thread per vertex had;
-	// through the scan cache's long lines when there is one, with at most
-	// half its lines in flight (as bam::for_range): more warps than that
-	// evict each other's lines before they are read.
-	firstEdges, chunks, dChunks := edges, r.chunks, r.dChunks
-	grid := cuda.Linear(r.chunks*32, 256, 4*r.blocks)
-	if r.scan != nil {
-		firstEdges, chunks, dChunks = r.scan.Arg(), r.scanChunks, r.dScanChunks
-		grid = cuda.Linear(min(chunks, max(r.scanLines/2, 1))*32, 256, 4*r.blocks)
-	}
-	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), grid, off,
-		cuda.Ptr(dChunks.Ptr()), cuda.U64(chunks), firstEdges, cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
+	// A warp per chunk of edges, as many warps as a thread per vertex had.
+	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), cuda.Linear(r.chunks*32, 256, 4*r.blocks), off,
+		cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks), edges, cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
 		return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
 	}
 	if err := clock.done("init, link first"); err != nil {
@@ -708,7 +615,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 // Close frees the device memory and stops the engine.
 func (r *GPU[V]) Close() error {
 	var errs []error
-	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dOff, r.dChunks, r.dScanChunks} {
+	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dOff, r.dChunks} {
 		if m != nil {
 			errs = append(errs, m.Free())
 		}
@@ -723,9 +630,6 @@ func (r *GPU[V]) Close() error {
 	}
 	if r.arr != nil {
 		r.arr.Unbind()
-	}
-	if r.scan != nil {
-		r.scan.Unbind()
 	}
 	if r.mod != nil {
 		errs = append(errs, r.mod.Unload())

@@ -76,27 +76,12 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	var zero V
-	cache := max(8<<20, uint64(len(c.Edges))*uint64(sizeOf(zero))/8)
-	for _, v := range []struct {
-		name string
-		p    Placement
-		opt  GPUOptions
-	}{
-		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}},
-		// CC's first pass through a scan cache of 16 KiB lines.
-		{"storage-scan", OnStorage, GPUOptions{CacheBytes: max(cache, 16<<20), ScanLineSize: 16 << 10}},
-		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}},
-		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}},
-	} {
-		p := v.p
-		t.Run(v.name, func(t *testing.T) {
-			r, err := OpenGPU[V](ctx, dir, s, name, p, v.opt)
+	for _, p := range []Placement{OnStorage, InDevice, ZeroCopy} {
+		t.Run(string(p), func(t *testing.T) {
+			var zero V
+			r, err := OpenGPU[V](ctx, dir, s, name, p, GPUOptions{CacheBytes: max(8<<20, uint64(len(c.Edges))*uint64(sizeOf(zero))/8)})
 			if err != nil {
 				t.Fatal(err)
-			}
-			if scanning := r.scan != nil; scanning != (v.opt.ScanLineSize > 0) {
-				t.Fatalf("scan cache in use: %v, want %v", scanning, v.opt.ScanLineSize > 0)
 			}
 			defer func() {
 				if err := r.Close(); err != nil {
@@ -140,9 +125,6 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 				}
 				if st.Fills == 0 {
 					t.Fatalf("no cache fills counted: %+v", st)
-				}
-				if r.scan != nil && (len(st.Caches) != 2 || st.Caches[1].Fills == 0) {
-					t.Fatalf("the scan cache filled no lines: %+v", st.Caches)
 				}
 			}
 		})
