@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -224,11 +225,14 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 		res.Report(fmt.Sprintf("%s_cpu_engine_io_amplification", kind), float64(st.BytesRead-before.BytesRead)/float64(max(1, touched)*uint64(g.IDBits/8)), "x", "")
 		return nil
 	}
-	run := func(r *GPU[V], cold bool) (timings, uint64, error) {
+	run := func(r *GPU[V], cold, bfs, cc bool) (timings, uint64, error) {
 		var t timings
 		var touched uint64
 		for range o.Runs {
 			for _, src := range srcs {
+				if !bfs {
+					break
+				}
 				if cold {
 					if err := r.ColdCache(ctx); err != nil {
 						return t, 0, err
@@ -243,6 +247,9 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 				}
 				t.bfs = append(t.bfs, b.Elapsed)
 				touched += b.EdgesTouched
+			}
+			if !cc {
+				continue
 			}
 			if cold {
 				if err := r.ColdCache(ctx); err != nil {
@@ -270,7 +277,7 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 		if err != nil {
 			return err
 		}
-		t, _, err := run(r, false)
+		t, _, err := run(r, false, true, true)
 		if p == ZeroCopy {
 			load = r.LoadTime
 		}
@@ -286,23 +293,46 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 	for _, f := range o.CacheFractions {
 		cache := uint64(f * float64(g.EdgeBytes()))
 		o.logf("%s: GPU, edges on storage, cache %.3f of the edges (%d bytes)", name, f, cache)
-		r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, GPUOptions{CacheBytes: cache, LineSize: o.GPULine, QueuePairs: o.QueuePairs})
-		if err != nil {
-			return err
+		// CC reads through its own lines where they differ (CCOptions):
+		// an engine of its own, with a cache of the same size.
+		bfsOpt := GPUOptions{CacheBytes: cache, LineSize: o.GPULine, QueuePairs: o.QueuePairs}
+		ccOpt := CCOptions(s, name, bfsOpt)
+		res.Params[kind+"_cc_gpu_line_size"] = cmp.Or(ccOpt.LineSize, s.LineSize())
+		passes := []struct {
+			opt     GPUOptions
+			bfs, cc bool
+		}{{bfsOpt, true, ccOpt.LineSize == bfsOpt.LineSize}}
+		if ccOpt.LineSize != bfsOpt.LineSize {
+			passes = append(passes, struct {
+				opt     GPUOptions
+				bfs, cc bool
+			}{ccOpt, false, true})
 		}
-		before, err := r.CacheStats()
-		if err != nil {
+		var t timings
+		var touched, read uint64
+		for _, ps := range passes {
+			r, err := OpenGPU[V](ctx, o.Store, s, name, OnStorage, ps.opt)
+			if err != nil {
+				return err
+			}
+			before, err := r.CacheStats()
+			if err != nil {
+				r.Close()
+				return err
+			}
+			pt, pTouched, err := run(r, true, ps.bfs, ps.cc)
+			after, serr := r.CacheStats()
 			r.Close()
-			return err
-		}
-		t, touched, err := run(r, true)
-		after, serr := r.CacheStats()
-		r.Close()
-		if err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
+			if err != nil {
+				return err
+			}
+			if serr != nil {
+				return serr
+			}
+			t.bfs = append(t.bfs, pt.bfs...)
+			t.cc = append(t.cc, pt.cc...)
+			touched += pTouched
+			read += after.FilledBytes - before.FilledBytes
 		}
 		b, c := t.medians()
 		tag := fmt.Sprintf("%s_cache%g", kind, f)
@@ -315,7 +345,6 @@ func g1Graph[V VertexID](ctx context.Context, s *bam.Store, name, kind string, g
 			res.Add(fmt.Sprintf("%s_%s_speedup_vs_gpu_memory", x.algo, tag), x.ours, "s", "edges in GPU memory", x.dev, true, "")
 			res.Add(fmt.Sprintf("%s_%s_speedup_vs_cpu", x.algo, tag), x.ours, "s", "CPU over memory", x.cpu, true, ">= 10")
 		}
-		read := after.FilledBytes - before.FilledBytes
 		res.Report(fmt.Sprintf("%s_io_amplification", tag), float64(read)/float64(max(1, touched)*uint64(g.IDBits/8)), "x", "")
 	}
 	return nil

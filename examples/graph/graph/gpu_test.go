@@ -76,10 +76,25 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []Placement{OnStorage, InDevice, ZeroCopy} {
-		t.Run(string(p), func(t *testing.T) {
-			var zero V
-			r, err := OpenGPU[V](ctx, dir, s, name, p, GPUOptions{CacheBytes: max(8<<20, uint64(len(c.Edges))*uint64(sizeOf(zero))/8)})
+	var zero V
+	cache := max(8<<20, uint64(len(c.Edges))*uint64(sizeOf(zero))/8)
+	ccOpt := CCOptions(s, name, GPUOptions{CacheBytes: cache})
+	if ccOpt.LineSize != DefaultCCLineSize {
+		t.Fatalf("CC's options on a one-namespace store: lines of %d bytes, want %d", ccOpt.LineSize, DefaultCCLineSize)
+	}
+	for _, v := range []struct {
+		name string
+		p    Placement
+		opt  GPUOptions
+	}{
+		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}},
+		{"storage-cc-lines", OnStorage, ccOpt},
+		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}},
+		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}},
+	} {
+		p := v.p
+		t.Run(v.name, func(t *testing.T) {
+			r, err := OpenGPU[V](ctx, dir, s, name, p, v.opt)
 			if err != nil {
 				t.Fatal(err)
 			}

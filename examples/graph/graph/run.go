@@ -190,6 +190,7 @@ func runCC[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpti
 	sum := &Summary{Algorithm: "cc", Graph: name, Engine: eng, Vertices: g.N, Edges: g.M}
 	var res *CCResult
 	if eng == "gpu" {
+		o.GPU = CCOptions(s, name, o.GPU)
 		err := onGPU(ctx, s, name, o, sum, func(r *GPU[V]) (err error) {
 			res, err = r.CC(ctx)
 			return err

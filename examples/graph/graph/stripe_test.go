@@ -40,7 +40,8 @@ func TestStripeSpecLineSizes(t *testing.T) {
 
 	s, o := save(t, 1)
 	info := o.Info()
-	for _, line := range []int{512, 1024, info.LineSize} {
+	// Since EdgeAlign, any line up to 64 KiB.
+	for _, line := range []int{512, 1024, info.LineSize, 16 << 10, EdgeAlign} {
 		spec, err := stripeSpec(o, s, line)
 		if err != nil {
 			t.Fatalf("line %d: %v", line, err)
@@ -65,5 +66,19 @@ func TestStripeSpecLineSizes(t *testing.T) {
 	}
 	if _, err := stripeSpec(o2, s2, 1024); err == nil || !strings.Contains(err.Error(), "striped") {
 		t.Errorf("striped store at 1 KiB lines: err = %v, want a striping error", err)
+	}
+
+	// CC's options take its longer lines where the store allows them.
+	if got := CCOptions(s, "u10", GPUOptions{}).LineSize; got != DefaultCCLineSize {
+		t.Errorf("CC's line on one namespace: %d, want %d", got, DefaultCCLineSize)
+	}
+	if got := CCOptions(s, "u10", GPUOptions{LineSize: 1024}).LineSize; got != 1024 {
+		t.Errorf("CC's line when the caller chose 1024: %d", got)
+	}
+	if got := CCOptions(s2, "u10", GPUOptions{}).LineSize; got != 0 {
+		t.Errorf("CC's line on a striped store: %d, want 0 (the store's)", got)
+	}
+	if got := CCOptions(s, "nosuch", GPUOptions{}).LineSize; got != 0 {
+		t.Errorf("CC's line for a missing graph: %d, want 0", got)
 	}
 }
