@@ -32,6 +32,10 @@
 // graph's hubs) are cut into segments dealt out to every warp; a bottom-up
 // level and CC's first pass give a warp the vertices whose lists start in
 // one cache line's worth of edges, so that a warp's reads share a line.
+// CC reads through longer lines than BFS (CCOptions: 16 KiB where the
+// store allows): its first pass reads every line of the edges, while BFS
+// reads scattered lists. Saved edges start on a multiple of EdgeAlign
+// (64 KiB), so that a GPU engine may cache them in lines of any size.
 // GPU runs record where their time goes: BFSResult.Trace per level,
 // CCResult.Trace per stage, each with the bytes read from storage.
 //
