@@ -236,6 +236,20 @@ __device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__rest
 	}
 }
 
+// cc_link_heads is cc_link_first over the heads array (per entries a
+// vertex: its first neighbours, padded with its own id): a thread per
+// entry, so a warp reads 32 consecutive entries, one line or two, and
+// the pass reads 2N ids instead of every line of the edges.
+template <typename E>
+__device__ void cc_link_heads(E heads, u64 n, u32 per, u32 rounds, typename reader_of<E>::vertex *comp) {
+	const u64 total = n * per;
+	for (u64 i = bam::global_thread_id(); i < total; i += bam::grid_threads()) {
+		const u64 v = i / per;
+		const u64 h = (u64)read_one(heads, i);
+		if (i - v * per < rounds && h != v) cc_link(comp, v, h);
+	}
+}
+
 // cc_link_rest: warp per vertex, link neighbours from..degree-1 of every
 // vertex whose label is not skip (skip = ~0: no vertex skipped).
 template <typename E>
@@ -308,6 +322,13 @@ __device__ void cc_compress(V *comp, u64 n) {
 	BAM_KERNEL void graph_cc_link_first_##VS##_mem(const u64 *offsets, const u64 *chunk_first, u64 chunks,            \
 	                                               const V *edges, u32 rounds, V *comp) {                            \
 		cc_link_first(offsets, chunk_first, chunks, edges, rounds, comp);                                            \
+	}                                                                                                                \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_heads_##VS##_bam(bam::array<V> heads, u64 n, u32 per, u32 rounds,  \
+	                                               V *comp) {                                                        \
+		cc_link_heads(heads, n, per, rounds, comp);                                                                  \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_link_heads_##VS##_mem(const V *heads, u64 n, u32 per, u32 rounds, V *comp) {           \
+		cc_link_heads(heads, n, per, rounds, comp);                                                                  \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_rest_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 from,          \
 	                                              u64 skip, V *comp) {                                               \

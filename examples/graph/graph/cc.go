@@ -36,7 +36,8 @@ const (
 
 // CC computes connected components (weakly connected components of a
 // directed graph) with Afforest: link every vertex to its first two
-// neighbours and compress; find the largest intermediate component by
+// neighbours (read from the heads array where the graph has one, else from
+// the edges) and compress; find the largest intermediate component by
 // sampling; then link the remaining neighbours of the vertices outside it
 // (all vertices, when the graph is directed) and compress. Links hook the
 // larger of two roots under the smaller with a compare-and-swap, so every
@@ -83,7 +84,11 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 			return err
 		})
 	}
-	if err := pass(0, false, 0); err != nil {
+	first := func() error { return pass(0, false, 0) }
+	if g.Heads != nil && g.Info.Heads >= ccSampleRounds {
+		first = func() error { return linkHeads(ctx, g, comp, opt.workers(), &touched) }
+	}
+	if err := first(); err != nil {
 		return nil, fmt.Errorf("graph: CC first pass: %w", err)
 	}
 	if err := compress(ctx, comp, opt.workers()); err != nil {
@@ -103,6 +108,33 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 	res.Components, res.Largest = componentSizes(comp)
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// linkHeads is CC's first pass over the heads array: every vertex linked
+// to its first ccSampleRounds neighbours, read as one run per chunk of
+// vertices.
+func linkHeads[V VertexID](ctx context.Context, g *Graph[V], comp []uint64, workers int, touched *atomic.Uint64) error {
+	per := uint64(g.Info.Heads)
+	var pool bufPool[V]
+	return parallelChunksErr(ctx, workers, int(g.N), int(maxSpan/per), func(ctx context.Context, lo, hi int) error {
+		buf := pool.get()
+		defer pool.put(buf)
+		h, err := g.Heads.Read(ctx, uint64(lo)*per, uint64(hi)*per, *buf)
+		if err != nil {
+			return err
+		}
+		var need uint64
+		for v := uint64(lo); v < uint64(hi); v++ {
+			need += min(g.Degree(v), ccSampleRounds)
+			for r := uint64(0); r < ccSampleRounds; r++ {
+				if w := uint64(h[(v-uint64(lo))*per+r]); w != v {
+					link(comp, v, w)
+				}
+			}
+		}
+		touched.Add(need)
+		return nil
+	})
 }
 
 // link joins the trees of u and v, hooking the larger root under the

@@ -97,6 +97,10 @@ type GPU[V VertexID] struct {
 	arr    *gpuengine.Array
 	dEdges *cuda.DeviceMem
 	hEdges *cuda.HostMem
+	// The heads array (Info.Heads > 0), placed as the edges.
+	heads  *gpuengine.Array
+	dHeads *cuda.DeviceMem
+	hHeads *cuda.HostMem
 	dOff   *cuda.DeviceMem
 	// dChunks holds, for each of the chunks of a cache line's worth of
 	// edges, the first vertex whose list starts in it or later; one more
@@ -186,7 +190,7 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	if lineSize == 0 {
 		lineSize = s.LineSize()
 	}
-	var spec gpuengine.ArraySpec
+	var spec, headsSpec gpuengine.ArraySpec
 	if placement == OnStorage {
 		o, err := s.Object(edgesName(name))
 		if err != nil {
@@ -194,6 +198,15 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		}
 		if spec, err = stripeSpec(o, s, lineSize); err != nil {
 			return nil, err
+		}
+		if g.Info.Heads > 0 {
+			o, err := s.Object(headsName(name))
+			if err != nil {
+				return nil, err
+			}
+			if headsSpec, err = stripeSpec(o, s, lineSize); err != nil {
+				return nil, err
+			}
 		}
 	}
 	r.eng, err = gpuengine.New(gpuengine.Config{Device: opt.Device, LineSize: lineSize, CacheBytes: cache,
@@ -214,36 +227,67 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	if r.dChunks, err = upload(r.cctx, cuda.AsBytes(first)); err != nil {
 		return nil, err
 	}
-	edgesObj := edgesName(name)
-	nbytes := g.EdgeBytes()
+	headsBytes := g.N * uint64(g.Info.Heads) * uint64(sizeOf(zero))
 	switch placement {
 	case OnStorage:
 		if r.arr, err = r.eng.Bind(spec); err != nil {
 			return nil, err
 		}
+		if g.Info.Heads > 0 {
+			if r.heads, err = r.eng.Bind(headsSpec); err != nil {
+				return nil, err
+			}
+		}
 	case InDevice:
 		t0 := time.Now()
-		host := make([]byte, nbytes)
-		if err := ReadObjectFiles(ctx, dir, s, edgesObj, host); err != nil {
+		if r.dEdges, err = loadDevice(ctx, dir, s, edgesName(name), g.EdgeBytes(), r.cctx); err != nil {
 			return nil, err
 		}
-		if r.dEdges, err = upload(r.cctx, host); err != nil {
-			return nil, err
+		if g.Info.Heads > 0 {
+			if r.dHeads, err = loadDevice(ctx, dir, s, headsName(name), headsBytes, r.cctx); err != nil {
+				return nil, err
+			}
 		}
 		r.LoadTime = time.Since(t0)
 	case ZeroCopy:
 		t0 := time.Now()
-		if r.hEdges, err = r.cctx.AllocHost(max(nbytes, 8), cuda.HostAllocPortable|cuda.HostAllocDeviceMap); err != nil {
+		if r.hEdges, err = loadPinned(ctx, dir, s, edgesName(name), g.EdgeBytes(), r.cctx); err != nil {
 			return nil, err
 		}
-		if err := ReadObjectFiles(ctx, dir, s, edgesObj, r.hEdges.Bytes()[:nbytes]); err != nil {
-			return nil, err
+		if g.Info.Heads > 0 {
+			if r.hHeads, err = loadPinned(ctx, dir, s, headsName(name), headsBytes, r.cctx); err != nil {
+				return nil, err
+			}
 		}
 		r.LoadTime = time.Since(t0)
 	default:
 		return nil, fmt.Errorf("graph: unknown placement %q (want storage, device or pinned)", placement)
 	}
 	return r, nil
+}
+
+// loadDevice reads object name (nbytes) from the namespace files into new
+// device memory.
+func loadDevice(ctx context.Context, dir string, s *bam.Store, name string, nbytes uint64, c *cuda.Context) (*cuda.DeviceMem, error) {
+	host := make([]byte, nbytes)
+	if err := ReadObjectFiles(ctx, dir, s, name, host); err != nil {
+		return nil, err
+	}
+	return upload(c, host)
+}
+
+// loadPinned reads object name (nbytes) from the namespace files into new
+// pinned host memory mapped into the device.
+func loadPinned(ctx context.Context, dir string, s *bam.Store, name string, nbytes uint64, c *cuda.Context) (*cuda.HostMem, error) {
+	m, err := c.AllocHost(max(nbytes, 8), cuda.HostAllocPortable|cuda.HostAllocDeviceMap)
+	if err != nil {
+		return nil, err
+	}
+	if err := ReadObjectFiles(ctx, dir, s, name, m.Bytes()[:nbytes]); err != nil {
+		m.Free()
+		return nil, err
+	}
+	return m, nil
 }
 
 // stripeSpec places an array object for a GPU engine with lines of
@@ -297,13 +341,24 @@ func upload(c *cuda.Context, b []byte) (*cuda.DeviceMem, error) {
 
 // edgesArg is the kernel argument for the edges and the kernel suffix.
 func (r *GPU[V]) edgesArg() (cuda.Arg, string, error) {
+	return r.placedArg(r.arr, r.dEdges, r.hEdges)
+}
+
+// headsArg is edgesArg for the heads array (Info.Heads > 0).
+func (r *GPU[V]) headsArg() (cuda.Arg, string, error) {
+	return r.placedArg(r.heads, r.dHeads, r.hHeads)
+}
+
+// placedArg is the kernel argument for an array placed as r.Placement
+// says, and the kernel suffix.
+func (r *GPU[V]) placedArg(a *gpuengine.Array, d *cuda.DeviceMem, h *cuda.HostMem) (cuda.Arg, string, error) {
 	switch r.Placement {
 	case OnStorage:
-		return r.arr.Arg(), "bam", nil
+		return a.Arg(), "bam", nil
 	case InDevice:
-		return cuda.Ptr(r.dEdges.Ptr()), "mem", nil
+		return cuda.Ptr(d.Ptr()), "mem", nil
 	default:
-		p, err := r.hEdges.DevicePtr()
+		p, err := h.DevicePtr()
 		return cuda.Ptr(p), "mem", err
 	}
 }
@@ -571,12 +626,27 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	if err := r.launch(ctx, "graph_cc_init_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
 		return nil, err
 	}
-	// A warp per chunk of edges, as many warps as a thread per vertex had.
-	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), cuda.Linear(r.chunks*32, 256, 4*r.blocks), off,
-		cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks), edges, cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
-		return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
+	firstStage := "init, link first"
+	if r.Info.Heads >= ccSampleRounds {
+		firstStage = "init, link heads"
+		// A thread per entry of the heads array.
+		heads, _, err := r.headsArg()
+		if err != nil {
+			return nil, err
+		}
+		per := uint64(r.Info.Heads)
+		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_heads_%s_%s", r.vs, kind), r.threads(n*per), heads, cuda.U64(n),
+			cuda.U32(uint32(per)), cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
+			return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
+		}
+	} else {
+		// A warp per chunk of edges, as many warps as a thread per vertex had.
+		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), cuda.Linear(r.chunks*32, 256, 4*r.blocks), off,
+			cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks), edges, cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
+			return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
+		}
 	}
-	if err := clock.done("init, link first"); err != nil {
+	if err := clock.done(firstStage); err != nil {
 		return nil, err
 	}
 	if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
@@ -647,21 +717,25 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 // Close frees the device memory and stops the engine.
 func (r *GPU[V]) Close() error {
 	var errs []error
-	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dOff, r.dChunks} {
+	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dHeads, r.dOff, r.dChunks} {
 		if m != nil {
 			errs = append(errs, m.Free())
 		}
 	}
-	if r.hEdges != nil {
-		errs = append(errs, r.hEdges.Free())
+	for _, m := range []*cuda.HostMem{r.hEdges, r.hHeads} {
+		if m != nil {
+			errs = append(errs, m.Free())
+		}
 	}
 	for _, b := range r.back {
 		if b != nil {
 			errs = append(errs, b.Free())
 		}
 	}
-	if r.arr != nil {
-		r.arr.Unbind()
+	for _, a := range []*gpuengine.Array{r.arr, r.heads} {
+		if a != nil {
+			a.Unbind()
+		}
 	}
 	if r.mod != nil {
 		errs = append(errs, r.mod.Unload())

@@ -83,14 +83,16 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 		t.Fatalf("CC's options on a one-namespace store: lines of %d bytes, want %d", ccOpt.LineSize, DefaultCCLineSize)
 	}
 	for _, v := range []struct {
-		name string
-		p    Placement
-		opt  GPUOptions
+		name    string
+		p       Placement
+		opt     GPUOptions
+		noHeads bool // CC's first pass over the edges, as for graphs saved without heads
 	}{
-		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}},
-		{"storage-cc-lines", OnStorage, ccOpt},
-		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}},
-		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}},
+		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}, false},
+		{"storage-cc-lines", OnStorage, ccOpt, false},
+		{"storage-no-heads", OnStorage, ccOpt, true},
+		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}, false},
+		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}, false},
 	} {
 		p := v.p
 		t.Run(v.name, func(t *testing.T) {
@@ -103,6 +105,11 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 					t.Error(err)
 				}
 			}()
+			firstStage := "init, link heads"
+			if v.noHeads {
+				r.Info.Heads = 0
+				firstStage = "init, link first"
+			}
 			for run := 0; run < 2; run++ { // cold, then warm cache
 				got, err := r.BFS(ctx, src)
 				if err != nil {
@@ -131,6 +138,9 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 				}
 				if len(cc.Trace) == 0 || math.Abs(sum-cc.Elapsed.Seconds()) > 1e-6 {
 					t.Fatalf("CC stages add up to %g s, the run took %g s: %+v", sum, cc.Elapsed.Seconds(), cc.Trace)
+				}
+				if cc.Trace[0].Name != firstStage {
+					t.Fatalf("CC's first stage is %q, want %q", cc.Trace[0].Name, firstStage)
 				}
 			}
 			if p == OnStorage {

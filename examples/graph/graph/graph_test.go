@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bam-go/bam"
+	"github.com/bam-go/bam/array"
 )
 
 func edgeList(n uint64, pairs ...uint64) *EdgeList[uint32] {
@@ -450,6 +451,26 @@ func TestAlgorithmsInMemoryAgainstOracles(t *testing.T) {
 		if err := ValidateCC(ctx, g, cc.Comp); err != nil {
 			t.Fatalf("graph %d (directed %v): %v", i, c.Directed, err)
 		}
+		// The first pass over the edges (graphs saved without heads)
+		// finds the same components and uses the same list elements.
+		noHeads := *g
+		noHeads.Heads, noHeads.Info.Heads = nil, 0
+		cc2, err := CC(ctx, &noHeads, AlgoOptions{Workers: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cc2.Comp, cc.Comp) || cc2.EdgesTouched != cc.EdgesTouched {
+			t.Fatalf("graph %d: CC without heads: touched %d, with %d; components equal %v", i, cc2.EdgesTouched, cc.EdgesTouched, slices.Equal(cc2.Comp, cc.Comp))
+		}
+	}
+}
+
+func TestHeadsOf(t *testing.T) {
+	// 0: no neighbours, 1: one, 2: three
+	c := &CSR[uint32]{N: 4, Offsets: []uint64{0, 0, 1, 4, 4}, Edges: []uint32{2, 3, 0, 1}}
+	want := []uint32{0, 0, 2, 1, 3, 0, 3, 3}
+	if got := HeadsOf(c); !slices.Equal(got, want) {
+		t.Fatalf("heads %v, want %v", got, want)
 	}
 }
 
@@ -524,7 +545,7 @@ func TestStoreRoundTripAndEngineAlgorithms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.N != c.N || info.M != uint64(len(c.Edges)) || info.Directed || info.IDBits != 32 || info.Meta["graph.generator"] != "kron" {
+	if info.N != c.N || info.M != uint64(len(c.Edges)) || info.Directed || info.IDBits != 32 || info.Meta["graph.generator"] != "kron" || info.Heads != HeadsPerVertex {
 		t.Fatalf("info %+v", info)
 	}
 	back, err := LoadCSR[uint32](ctx, s, "k11")
@@ -540,6 +561,13 @@ func TestStoreRoundTripAndEngineAlgorithms(t *testing.T) {
 	g, err := Load[uint32](ctx, s, "k11")
 	if err != nil {
 		t.Fatal(err)
+	}
+	heads := make([]uint32, g.HeadsArray.Len())
+	if err := g.HeadsArray.ReadRange(ctx, 0, heads); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(heads, HeadsOf(c)) {
+		t.Fatal("stored heads differ from HeadsOf")
 	}
 	src := uint64(0)
 	for c.Degree(src) < 2 {
@@ -568,6 +596,27 @@ func TestStoreRoundTripAndEngineAlgorithms(t *testing.T) {
 	}
 	if st := g.Array.Stats(); st.Misses == 0 || st.BytesRead == 0 {
 		t.Fatalf("no storage reads counted: %+v", st)
+	}
+}
+
+func TestLoadRejectsWrongHeads(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, 1<<20)
+	c, _ := Build(ctx, edgeList(4, 0, 1, 1, 2, 2, 3), BuildOptions{Symmetrize: true})
+	if err := Save(ctx, s, "g", c, SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteObject(ctx, headsName("g")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load[uint32](ctx, s, "g"); !errors.Is(err, bam.ErrNotFound) {
+		t.Fatalf("heads missing: err = %v, want ErrNotFound", err)
+	}
+	if _, err := array.Create[uint32](ctx, s, headsName("g"), 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load[uint32](ctx, s, "g"); !errors.Is(err, ErrFormat) {
+		t.Fatalf("heads of 3 elements: err = %v, want ErrFormat", err)
 	}
 }
 

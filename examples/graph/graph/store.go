@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 
 	"github.com/bam-go/bam"
@@ -19,22 +20,52 @@ const (
 	metaDirected = "graph.directed"
 	metaIDBits   = "graph.id_bits"
 	metaWeighted = "graph.weighted"
+	metaHeads    = "graph.heads" // entries per vertex of the heads array; absent: no heads array
 )
 
 // Array names of graph NAME.
 func offsetsName(name string) string { return name + ".offsets" }
 func edgesName(name string) string   { return name + ".edges" }
 func weightsName(name string) string { return name + ".weights" }
+func headsName(name string) string   { return name + ".heads" }
+
+// HeadsPerVertex is the number of entries per vertex in a graph's heads
+// array: the first neighbours of every vertex, HeadsPerVertex apart, a
+// vertex with fewer neighbours padded with its own id. CC's first pass
+// links every vertex to exactly these, so it reads 2N ids, not the whole
+// edges array, whose every line holds some vertex's first neighbours.
+const HeadsPerVertex = ccSampleRounds
+
+// HeadsOf returns the heads array of g (HeadsPerVertex entries per vertex).
+func HeadsOf[V VertexID](g *CSR[V]) []V {
+	h := make([]V, g.N*HeadsPerVertex)
+	_ = parallelRange(context.Background(), runtime.GOMAXPROCS(0), int(g.N), 1<<16, func(lo, hi int) {
+		for v := uint64(lo); v < uint64(hi); v++ {
+			start, end := g.Offsets[v], g.Offsets[v+1]
+			for r := uint64(0); r < HeadsPerVertex; r++ {
+				if start+r < end {
+					h[v*HeadsPerVertex+r] = g.Edges[start+r]
+				} else {
+					h[v*HeadsPerVertex+r] = V(v)
+				}
+			}
+		}
+	})
+	return h
+}
 
 // Info describes a stored graph.
 type Info struct {
-	Name     string            `json:"name"`
-	N        uint64            `json:"vertices"`
-	M        uint64            `json:"edges"` // directed edges stored (2x the undirected edges)
-	Directed bool              `json:"directed"`
-	Weighted bool              `json:"weighted"`
-	IDBits   int               `json:"id_bits"` // 32 or 64
-	Meta     map[string]string `json:"meta,omitempty"`
+	Name     string `json:"name"`
+	N        uint64 `json:"vertices"`
+	M        uint64 `json:"edges"` // directed edges stored (2x the undirected edges)
+	Directed bool   `json:"directed"`
+	Weighted bool   `json:"weighted"`
+	IDBits   int    `json:"id_bits"` // 32 or 64
+	// Heads is the number of entries per vertex of the heads array
+	// (HeadsOf), 0 for graphs saved without one.
+	Heads int               `json:"heads_per_vertex,omitempty"`
+	Meta  map[string]string `json:"meta,omitempty"`
 }
 
 // EdgeBytes is the size of the edges array's elements.
@@ -59,7 +90,7 @@ func Save[V VertexID](ctx context.Context, s *bam.Store, name string, g *CSR[V],
 	if _, ok := any(zero).(uint64); ok {
 		bits = 64
 	}
-	names := []string{offsetsName(name), edgesName(name), weightsName(name)}
+	names := []string{offsetsName(name), edgesName(name), weightsName(name), headsName(name)}
 	for _, n := range names {
 		if _, err := s.Object(n); err == nil {
 			if !opt.Overwrite {
@@ -77,6 +108,7 @@ func Save[V VertexID](ctx context.Context, s *bam.Store, name string, g *CSR[V],
 		metaDirected: strconv.FormatBool(g.Directed),
 		metaIDBits:   strconv.Itoa(bits),
 		metaWeighted: strconv.FormatBool(g.Weights != nil),
+		metaHeads:    strconv.Itoa(HeadsPerVertex),
 	}
 	for k, v := range opt.Meta {
 		if _, ok := meta[k]; !ok {
@@ -95,6 +127,10 @@ func Save[V VertexID](ctx context.Context, s *bam.Store, name string, g *CSR[V],
 		if err := writeArray(ctx, s, weightsName(name), g.Weights, nil, 0, prog); err != nil {
 			return err
 		}
+	}
+	// The heads are aligned as the edges: CC reads both through its lines.
+	if err := writeArray(ctx, s, headsName(name), HeadsOf(g), nil, max(EdgeAlign, s.LineSize()), prog); err != nil {
+		return err
 	}
 	if err := writeArray(ctx, s, offsetsName(name), g.Offsets, meta, 0, prog); err != nil {
 		return err
@@ -176,6 +212,13 @@ func Stat(s *bam.Store, name string) (Info, error) {
 	info.IDBits = int(parseU(metaIDBits))
 	info.Directed = parseB(metaDirected)
 	info.Weighted = parseB(metaWeighted)
+	if v, ok := o.Meta(metaHeads); ok {
+		h, err := strconv.Atoi(v)
+		if err != nil || h != HeadsPerVertex {
+			errs = append(errs, fmt.Errorf("%w: graph %q: %s=%q (want %d)", ErrFormat, name, metaHeads, v, HeadsPerVertex))
+		}
+		info.Heads = h
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Info{}, err
 	}
@@ -196,6 +239,10 @@ type Graph[V VertexID] struct {
 	Edges   EdgeSource[V]
 	// Array is the edges array in the store (nil for in-memory graphs).
 	Array *array.Array[V]
+	// Heads reads the heads array (Info.Heads entries per vertex; nil
+	// when the graph has none) and HeadsArray is it in the store.
+	Heads      EdgeSource[V]
+	HeadsArray *array.Array[V]
 }
 
 // Degree is the number of neighbours of v.
@@ -224,6 +271,16 @@ func Load[V VertexID](ctx context.Context, s *bam.Store, name string) (*Graph[V]
 		return nil, fmt.Errorf("%w: graph %q: edges array has %d elements, metadata says %d", ErrFormat, name, edges.Len(), info.M)
 	}
 	g := &Graph[V]{Info: info, Offsets: make([]uint64, info.N+1), Array: edges, Edges: ArraySource[V]{edges}}
+	if info.Heads > 0 {
+		h, err := array.Open[V](s, headsName(name))
+		if err != nil {
+			return nil, fmt.Errorf("graph %q: heads: %w", name, err)
+		}
+		if h.Len() != info.N*uint64(info.Heads) {
+			return nil, fmt.Errorf("%w: graph %q: heads array has %d elements for %d vertices", ErrFormat, name, h.Len(), info.N)
+		}
+		g.HeadsArray, g.Heads = h, ArraySource[V]{h}
+	}
 	if err := off.ReadRange(ctx, 0, g.Offsets); err != nil {
 		return nil, fmt.Errorf("graph %q: read offsets: %w", name, err)
 	}
@@ -259,14 +316,15 @@ func LoadCSR[V VertexID](ctx context.Context, s *bam.Store, name string) (*CSR[V
 	return c, nil
 }
 
-// InMemory returns g as a Graph whose edges are read from memory (the CPU
-// baseline of benchmark G1).
+// InMemory returns g as a Graph whose edges, and heads (HeadsOf, made
+// here), are read from memory (the CPU baseline of benchmark G1).
 func InMemory[V VertexID](name string, g *CSR[V]) *Graph[V] {
 	var zero V
 	return &Graph[V]{
-		Info:    Info{Name: name, N: g.N, M: uint64(len(g.Edges)), Directed: g.Directed, Weighted: g.Weights != nil, IDBits: int(sizeOf(zero)) * 8},
+		Info:    Info{Name: name, N: g.N, M: uint64(len(g.Edges)), Directed: g.Directed, Weighted: g.Weights != nil, IDBits: int(sizeOf(zero)) * 8, Heads: HeadsPerVertex},
 		Offsets: g.Offsets,
 		Edges:   SliceSource[V](g.Edges),
+		Heads:   SliceSource[V](HeadsOf(g)),
 	}
 }
 
