@@ -12,10 +12,12 @@
 // consecutive neighbours (coalesced), as BaM's best variant; on undirected
 // graphs the levels with large frontiers go bottom-up instead (every
 // unreached vertex looks for a parent and stops at the first). CC is Afforest:
-// link every vertex to its first neighbours, compress, then link the
-// remaining neighbours of vertices outside the largest component (one warp
-// per vertex) and compress; links hook the larger root under the smaller,
-// so labels end as the smallest vertex id of each component.
+// link every vertex to its first neighbours (from the graph's heads array,
+// a neighbour a round with a compress after each, or from the edges for
+// graphs without one), compress, then link the remaining neighbours of
+// vertices outside the largest component and compress; links hook the
+// larger root under the smaller, so labels end as the smallest vertex id of
+// each component.
 #include "bam/array.cuh"
 
 using bam::u32;
@@ -236,36 +238,66 @@ __device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__rest
 	}
 }
 
-// cc_link_heads is cc_link_first over the heads array (per entries a
-// vertex: its first neighbours, padded with its own id): a thread per
-// entry, so a warp reads 32 consecutive entries, one line or two, and
-// the pass reads 2N ids instead of every line of the edges.
+// cc_link_heads is the first round of cc_link_first over the heads array
+// (per entries a vertex: its first neighbours, padded with its own id): a
+// thread per vertex links it to its first neighbour and keeps the second in
+// second (when per > 1) for cc_link_column's round after a compress, as
+// Afforest links one neighbour of every vertex per round. A warp reads 32
+// vertices' entries together, one line or two, and the pass reads the
+// heads (2N ids) instead of every line of the edges.
 template <typename E>
-__device__ void cc_link_heads(E heads, u64 n, u32 per, u32 rounds, typename reader_of<E>::vertex *comp) {
-	const u64 total = n * per;
-	for (u64 i = bam::global_thread_id(); i < total; i += bam::grid_threads()) {
-		const u64 v = i / per;
-		const u64 h = (u64)read_one(heads, i);
-		if (i - v * per < rounds && h != v) cc_link(comp, v, h);
+__device__ void cc_link_heads(E heads, u64 n, u32 per, typename reader_of<E>::vertex *comp,
+                              typename reader_of<E>::vertex *second) {
+	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) {
+		const u64 h = (u64)read_one(heads, v * per);
+		if (per > 1) second[v] = read_one(heads, v * per + 1);
+		if (h != v) cc_link(comp, v, h);
 	}
 }
 
-// cc_link_rest: warp per vertex, link neighbours from..degree-1 of every
-// vertex whose label is not skip (skip = ~0: no vertex skipped).
+// cc_link_column links every vertex v to col[v] (itself: nothing to do).
+template <typename V>
+__device__ void cc_link_column(const V *__restrict__ col, u64 n, V *comp) {
+	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) {
+		const u64 h = col[v];
+		if (h != v) cc_link(comp, v, h);
+	}
+}
+
+// cc_snapshot copies the labels into snap and gathers the k labels at idx
+// into out (for sampling the largest component on the host).
+template <typename V>
+__device__ void cc_snapshot(const V *__restrict__ comp, u64 n, V *__restrict__ snap, const u64 *__restrict__ idx, u64 k,
+                            V *__restrict__ out) {
+	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) snap[v] = comp[v];
+	for (u64 i = bam::global_thread_id(); i < k; i += bam::grid_threads()) out[i] = comp[idx[i]];
+}
+
+// cc_link_rest links neighbours from..degree-1 of every vertex whose label
+// is not skip (skip = ~0: no vertex skipped). A warp takes 32 consecutive
+// vertices at a time, each lane checking one (label and degree), then
+// reads the lists of those left one after the other, its lanes on
+// consecutive neighbours: the vertices skipped cost a load per lane.
 template <typename E>
 __device__ void cc_link_rest(const u64 *__restrict__ offsets, E edges, u64 n, u32 from, u64 skip,
                              typename reader_of<E>::vertex *comp) {
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
-	for (u64 v = warp_id(); v < n; v += grid_warps()) {
-		u64 label = 0;
-		if (lane == 0) label = (u64) static_cast<const volatile typename reader_of<E>::vertex *>(comp)[v];
-		if (__shfl_sync(bam::full_warp_mask, label, 0) == skip) continue;  // warp-uniform
-		const u64 start = offsets[v] + from, end = offsets[v + 1];
-		for (u64 i = start + lane; i < end; i += 32) {
-			cc_link(comp, v, (u64)rd[i]);
+	for (u64 base = warp_id() * 32; base < n; base += grid_warps() * 32) {
+		const u64 u = base + lane;
+		bool work = false;
+		if (u < n) {
+			work = offsets[u + 1] - offsets[u] > from &&
+			       (u64) static_cast<const volatile typename reader_of<E>::vertex *>(comp)[u] != skip;
 		}
-		rd.release();
+		for (u32 todo = __ballot_sync(bam::full_warp_mask, work); todo != 0; todo &= todo - 1) {
+			const u64 v = base + (__ffs(todo) - 1);
+			const u64 start = offsets[v] + from, end = offsets[v + 1];
+			for (u64 i = start + lane; i < end; i += 32) {
+				cc_link(comp, v, (u64)rd[i]);
+			}
+			rd.release();
+		}
 	}
 }
 
@@ -323,12 +355,16 @@ __device__ void cc_compress(V *comp, u64 n) {
 	                                               const V *edges, u32 rounds, V *comp) {                            \
 		cc_link_first(offsets, chunk_first, chunks, edges, rounds, comp);                                            \
 	}                                                                                                                \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_heads_##VS##_bam(bam::array<V> heads, u64 n, u32 per, u32 rounds,  \
-	                                               V *comp) {                                                        \
-		cc_link_heads(heads, n, per, rounds, comp);                                                                  \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_heads_##VS##_bam(bam::array<V> heads, u64 n, u32 per, V *comp,     \
+	                                                                V *second) {                                     \
+		cc_link_heads(heads, n, per, comp, second);                                                                  \
 	}                                                                                                                \
-	BAM_KERNEL void graph_cc_link_heads_##VS##_mem(const V *heads, u64 n, u32 per, u32 rounds, V *comp) {           \
-		cc_link_heads(heads, n, per, rounds, comp);                                                                  \
+	BAM_KERNEL void graph_cc_link_heads_##VS##_mem(const V *heads, u64 n, u32 per, V *comp, V *second) {            \
+		cc_link_heads(heads, n, per, comp, second);                                                                  \
+	}                                                                                                                \
+	BAM_KERNEL void graph_cc_link_column_##VS(const V *col, u64 n, V *comp) { cc_link_column(col, n, comp); }        \
+	BAM_KERNEL void graph_cc_snapshot_##VS(const V *comp, u64 n, V *snap, const u64 *idx, u64 k, V *out) {          \
+		cc_snapshot(comp, n, snap, idx, k, out);                                                                     \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_rest_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 from,          \
 	                                              u64 skip, V *comp) {                                               \

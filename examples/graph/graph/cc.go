@@ -35,13 +35,14 @@ const (
 )
 
 // CC computes connected components (weakly connected components of a
-// directed graph) with Afforest: link every vertex to its first two
-// neighbours (read from the heads array where the graph has one, else from
-// the edges) and compress; find the largest intermediate component by
-// sampling; then link the remaining neighbours of the vertices outside it
-// (all vertices, when the graph is directed) and compress. Links hook the
-// larger of two roots under the smaller with a compare-and-swap, so every
-// label ends as the smallest vertex id of its component.
+// directed graph) with Afforest: link every vertex to its first neighbour
+// and compress, then to its second and compress (reading them from the
+// heads array where the graph has one, else from the edges); find the
+// largest intermediate component by sampling; then link the remaining
+// neighbours of the vertices outside it (all vertices, when the graph is
+// directed) and compress. Links hook the larger of two roots under the
+// smaller with a compare-and-swap, so every label ends as the smallest
+// vertex id of its component.
 func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResult, error) {
 	start := time.Now()
 	comp := make([]uint64, g.N)
@@ -51,7 +52,9 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 	var pool bufPool[V]
 	var touched atomic.Uint64
 	chunks := vertexChunks(g.Offsets, maxSpan, 1<<14)
-	pass := func(skip uint64, useSkip bool, from uint64) error {
+	// pass links every vertex with more than from neighbours (and a label
+	// other than skip, with useSkip) to its neighbours from..to-1.
+	pass := func(skip uint64, useSkip bool, from, to uint64) error {
 		return parallelChunksErr(ctx, opt.workers(), len(chunks), 1, func(ctx context.Context, c, _ int) error {
 			lo, hi := chunks[c][0], chunks[c][1]
 			vs := make([]uint64, 0, hi-lo)
@@ -60,11 +63,7 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 				d := g.Offsets[v+1] - g.Offsets[v]
 				if d > from && (!useSkip || atomic.LoadUint64(&comp[v]) != skip) {
 					vs = append(vs, v)
-					if from == 0 {
-						need += min(d, ccSampleRounds)
-					} else {
-						need += d - from
-					}
+					need += min(d, to) - from
 				}
 			}
 			buf := pool.get()
@@ -72,7 +71,7 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 			_, err := visitLists(ctx, g, vs, *buf, func(v, first uint64, nb []V) {
 				for k, w := range nb {
 					pos := first + uint64(k)
-					if from == 0 && pos >= ccSampleRounds {
+					if pos >= to {
 						return
 					}
 					if pos >= from {
@@ -84,21 +83,27 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 			return err
 		})
 	}
-	first := func() error { return pass(0, false, 0) }
-	if g.Heads != nil && g.Info.Heads >= ccSampleRounds {
-		first = func() error { return linkHeads(ctx, g, comp, opt.workers(), &touched) }
-	}
-	if err := first(); err != nil {
-		return nil, fmt.Errorf("graph: CC first pass: %w", err)
-	}
-	if err := compress(ctx, comp, opt.workers()); err != nil {
-		return nil, err
+	// Afforest's rounds: every vertex linked to its neighbour r, then
+	// compress.
+	for r := uint64(0); r < ccSampleRounds; r++ {
+		var err error
+		if g.Heads != nil && g.Info.Heads >= ccSampleRounds {
+			err = linkHeads(ctx, g, r, comp, opt.workers(), &touched)
+		} else {
+			err = pass(0, false, r, r+1)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("graph: CC first pass: %w", err)
+		}
+		if err := compress(ctx, comp, opt.workers()); err != nil {
+			return nil, err
+		}
 	}
 	skip, useSkip := uint64(0), false
 	if !g.Directed && g.N > 0 {
 		skip, useSkip = mostFrequent(comp, ccSamples), true
 	}
-	if err := pass(skip, useSkip, ccSampleRounds); err != nil {
+	if err := pass(skip, useSkip, ccSampleRounds, ^uint64(0)); err != nil {
 		return nil, fmt.Errorf("graph: CC second pass: %w", err)
 	}
 	if err := compress(ctx, comp, opt.workers()); err != nil {
@@ -110,10 +115,10 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 	return res, nil
 }
 
-// linkHeads is CC's first pass over the heads array: every vertex linked
-// to its first ccSampleRounds neighbours, read as one run per chunk of
+// linkHeads is round r of CC's first pass over the heads array: every
+// vertex linked to its neighbour r, the heads read as one run per chunk of
 // vertices.
-func linkHeads[V VertexID](ctx context.Context, g *Graph[V], comp []uint64, workers int, touched *atomic.Uint64) error {
+func linkHeads[V VertexID](ctx context.Context, g *Graph[V], r uint64, comp []uint64, workers int, touched *atomic.Uint64) error {
 	per := uint64(g.Info.Heads)
 	var pool bufPool[V]
 	return parallelChunksErr(ctx, workers, int(g.N), int(maxSpan/per), func(ctx context.Context, lo, hi int) error {
@@ -125,11 +130,9 @@ func linkHeads[V VertexID](ctx context.Context, g *Graph[V], comp []uint64, work
 		}
 		var need uint64
 		for v := uint64(lo); v < uint64(hi); v++ {
-			need += min(g.Degree(v), ccSampleRounds)
-			for r := uint64(0); r < ccSampleRounds; r++ {
-				if w := uint64(h[(v-uint64(lo))*per+r]); w != v {
-					link(comp, v, w)
-				}
+			if g.Degree(v) > r {
+				need++
+				link(comp, v, uint64(h[(v-uint64(lo))*per+r]))
 			}
 		}
 		touched.Add(need)

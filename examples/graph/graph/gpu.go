@@ -51,15 +51,17 @@ type GPUOptions struct {
 
 // DefaultCCLineSize is the GPU line size CC reads edges on storage through
 // when GPUOptions.LineSize is left unset (CCOptions). CC's first pass
-// reads the first neighbours of every vertex, so every line of the edges,
-// and longer lines move them faster; BFS reads scattered lists, which the
+// reads the heads array in order (before it existed, the first neighbours
+// of every vertex from the edges, so every line of them), and longer lines
+// move it faster; BFS reads scattered lists, which the
 // store's 4 KiB lines serve with fewer unused bytes. Scale-25 graphs on
 // storage, H200 host, cache 1/4 of the edges: CC on a uniform graph took
 // 0.129-0.133 s through 4 KiB lines, 0.112-0.117 through 8 KiB, 0.109
 // through 16 KiB and 0.105-0.109 through 32-64 KiB; on a Kronecker graph,
 // whose second pass reads scattered lists, 0.098-0.100, 0.087-0.089,
 // 0.092-0.093 and 0.097-0.104 s. BFS was fastest through 4 KiB lines on
-// both (logs/g1-cc-lines-H200-20261124.txt).
+// both (logs/g1-cc-lines-H200-20261124.txt). Those figures were measured
+// before the heads array, with the first pass over the edges.
 const DefaultCCLineSize = 16 << 10
 
 // CCOptions returns opt for a CC run: with LineSize unset, lines of
@@ -604,13 +606,35 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	comp, err := r.cctx.Alloc(vsz * max(n, 1))
-	if err != nil {
+	// comp: the labels; snap: the second heads column, then the labels
+	// after the first pass (for counting the list elements read); idx and
+	// out: the vertices sampled to find the largest component, and their
+	// labels.
+	var comp, snap, idx, out *cuda.DeviceMem
+	defer func() {
+		for _, m := range []*cuda.DeviceMem{comp, snap, idx, out} {
+			if m != nil {
+				m.Free()
+			}
+		}
+	}()
+	if comp, err = r.cctx.Alloc(vsz * max(n, 1)); err != nil {
 		return nil, err
 	}
-	defer comp.Free()
-	sampled, err := r.pinned(0, vsz*n)
-	if err != nil {
+	if snap, err = r.cctx.Alloc(vsz * max(n, 1)); err != nil {
+		return nil, err
+	}
+	sample := make([]uint64, ccSamples)
+	if n > 0 {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range sample {
+			sample[i] = rng.Uint64N(n)
+		}
+	}
+	if idx, err = upload(r.cctx, cuda.AsBytes(sample)); err != nil {
+		return nil, err
+	}
+	if out, err = r.cctx.Alloc(vsz * ccSamples); err != nil {
 		return nil, err
 	}
 	back, err := r.pinned(1, vsz*n)
@@ -623,51 +647,68 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	}
 	start := clock.at
 	off := cuda.Ptr(r.dOff.Ptr())
-	if err := r.launch(ctx, "graph_cc_init_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
+	compArg := cuda.Ptr(comp.Ptr())
+	compress := func() error {
+		if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), compArg, cuda.U64(n)); err != nil {
+			return err
+		}
+		return clock.done("compress")
+	}
+	if err := r.launch(ctx, "graph_cc_init_"+r.vs, r.threads(n), compArg, cuda.U64(n)); err != nil {
 		return nil, err
 	}
-	firstStage := "init, link first"
 	if r.Info.Heads >= ccSampleRounds {
-		firstStage = "init, link heads"
-		// A thread per entry of the heads array.
+		// Afforest's rounds: every vertex linked to its first neighbour,
+		// compress, then to its second (kept in snap by the first round).
 		heads, _, err := r.headsArg()
 		if err != nil {
 			return nil, err
 		}
-		per := uint64(r.Info.Heads)
-		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_heads_%s_%s", r.vs, kind), r.threads(n*per), heads, cuda.U64(n),
-			cuda.U32(uint32(per)), cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
+		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_heads_%s_%s", r.vs, kind), r.threads(n), heads, cuda.U64(n),
+			cuda.U32(uint32(r.Info.Heads)), compArg, cuda.Ptr(snap.Ptr())); err != nil {
 			return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
+		}
+		if err := clock.done("init, link heads"); err != nil {
+			return nil, err
+		}
+		if err := compress(); err != nil {
+			return nil, err
+		}
+		if err := r.launch(ctx, "graph_cc_link_column_"+r.vs, r.threads(n), cuda.Ptr(snap.Ptr()), cuda.U64(n), compArg); err != nil {
+			return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
+		}
+		if err := clock.done("link second"); err != nil {
+			return nil, err
 		}
 	} else {
 		// A warp per chunk of edges, as many warps as a thread per vertex had.
 		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_first_%s_%s", r.vs, kind), cuda.Linear(r.chunks*32, 256, 4*r.blocks), off,
-			cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks), edges, cuda.U32(ccSampleRounds), cuda.Ptr(comp.Ptr())); err != nil {
+			cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks), edges, cuda.U32(ccSampleRounds), compArg); err != nil {
 			return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
 		}
-	}
-	if err := clock.done(firstStage); err != nil {
-		return nil, err
-	}
-	if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
-		return nil, err
-	}
-	if err := clock.done("compress"); err != nil {
-		return nil, err
-	}
-	// The labels after the first pass, for sampling the largest component:
-	// read into pinned memory and sampled there.
-	labels := unsafe.Slice((*V)(sampled.Ptr()), n)
-	skip := ^uint64(0)
-	if !r.Info.Directed && n > 0 {
-		if err := comp.Read(0, cuda.AsBytes(labels)); err != nil {
+		if err := clock.done("init, link first"); err != nil {
 			return nil, err
 		}
-		rng := rand.New(rand.NewPCG(1, 2))
+	}
+	if err := compress(); err != nil {
+		return nil, err
+	}
+	// The largest component after the first pass: the most frequent of
+	// the sampled labels (as CC's mostFrequent, same samples).
+	skip := ^uint64(0)
+	if err := r.launch(ctx, "graph_cc_snapshot_"+r.vs, r.threads(n), compArg, cuda.U64(n), cuda.Ptr(snap.Ptr()),
+		cuda.Ptr(idx.Ptr()), cuda.U64(ccSamples), cuda.Ptr(out.Ptr())); err != nil {
+		return nil, err
+	}
+	if !r.Info.Directed && n > 0 {
+		got := make([]V, ccSamples)
+		if err := out.Read(0, cuda.AsBytes(got)); err != nil {
+			return nil, err
+		}
 		counts := map[uint64]int{}
 		best := 0
-		for range ccSamples {
-			c := uint64(labels[rng.Uint64N(n)])
+		for _, l := range got {
+			c := uint64(l)
 			if counts[c]++; counts[c] > best {
 				skip, best = c, counts[c]
 			}
@@ -677,16 +718,13 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 		return nil, err
 	}
 	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_rest_%s_%s", r.vs, kind), r.warps(n), off, edges, cuda.U64(n),
-		cuda.U32(ccSampleRounds), cuda.U64(skip), cuda.Ptr(comp.Ptr())); err != nil {
+		cuda.U32(ccSampleRounds), cuda.U64(skip), compArg); err != nil {
 		return nil, fmt.Errorf("graph: GPU CC second pass: %w", err)
 	}
 	if err := clock.done("link rest"); err != nil {
 		return nil, err
 	}
-	if err := r.launch(ctx, "graph_cc_compress_"+r.vs, r.threads(n), cuda.Ptr(comp.Ptr()), cuda.U64(n)); err != nil {
-		return nil, err
-	}
-	if err := clock.done("compress"); err != nil {
+	if err := compress(); err != nil {
 		return nil, err
 	}
 	final := make([]V, n)
@@ -701,8 +739,13 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	for i, c := range final {
 		res.Comp[i] = uint64(c)
 	}
-	// what the kernels read: the first neighbours of every vertex, the
-	// rest of those outside the skipped component
+	// What the kernels read: the first neighbours of every vertex, the
+	// rest of those outside the skipped component (by the labels after
+	// the first pass, in snap).
+	labels := final
+	if err := readBack(ctx, snap, back, cuda.AsBytes(labels)); err != nil {
+		return nil, err
+	}
 	for v := uint64(0); v < n; v++ {
 		d := r.Offsets[v+1] - r.Offsets[v]
 		res.EdgesTouched += min(d, ccSampleRounds)
