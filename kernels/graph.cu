@@ -199,21 +199,36 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 	}
 }
 
-// CC (Afforest) on labels of the vertex type.
-// Labels are read with volatile loads: other threads hook roots while a
-// link walks them.
+// CC (Afforest) on labels of the vertex type. A label never exceeds its
+// vertex id and only decreases: roots (label = id) are hooked under smaller
+// roots by a compare-and-swap, and cc_find shortens the paths it walks
+// (path halving, as ECL-CC), storing into vertices that are no longer
+// roots an ancestor farther up. Labels are read with volatile loads: other
+// threads hook roots and halve paths while a link walks them.
+template <typename V>
+__device__ u64 cc_find(V *comp, u64 x) {
+	volatile V *vc = comp;
+	u64 cur = vc[x];
+	if (cur == x) return x;
+	u64 prev = x;
+	for (u64 next; cur > (next = vc[cur]);) {
+		vc[prev] = (V)next;
+		prev = cur;
+		cur = next;
+	}
+	return cur;
+}
+
 template <typename V>
 __device__ void cc_link(V *comp, u64 u, u64 v) {
-	const volatile V *vc = comp;
-	u64 p1 = vc[u], p2 = vc[v];
-	while (p1 != p2) {
-		const u64 high = p1 > p2 ? p1 : p2;
-		const u64 low = p1 + p2 - high;
-		const u64 ph = vc[high];
-		if (ph == low) return;
-		if (ph == high && (u64)atomicCAS(&comp[high], (V)high, (V)low) == high) return;
-		p1 = vc[vc[high]];
-		p2 = vc[low];
+	u64 ru = cc_find(comp, u), rv = cc_find(comp, v);
+	while (ru != rv) {
+		const u64 high = ru > rv ? ru : rv;
+		const u64 low = ru + rv - high;
+		const u64 prev = (u64)atomicCAS(&comp[high], (V)high, (V)low);
+		if (prev == high) return;
+		// high was hooked meanwhile (or is no root): go on from its parent.
+		if (high == ru) ru = prev; else rv = prev;
 	}
 }
 

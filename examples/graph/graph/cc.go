@@ -140,22 +140,42 @@ func linkHeads[V VertexID](ctx context.Context, g *Graph[V], r uint64, comp []ui
 	})
 }
 
+// find returns the root of x's tree, halving the path it walks (every
+// vertex on it pointed at its grandparent), as ECL-CC. Labels never exceed
+// their vertex and only decrease, so a store into a vertex that is no root
+// may race with others and still leave an ancestor there.
+func find(comp []uint64, x uint64) uint64 {
+	cur := atomic.LoadUint64(&comp[x])
+	if cur == x {
+		return x
+	}
+	prev := x
+	for {
+		next := atomic.LoadUint64(&comp[cur])
+		if next >= cur {
+			return cur
+		}
+		atomic.StoreUint64(&comp[prev], next)
+		prev, cur = cur, next
+	}
+}
+
 // link joins the trees of u and v, hooking the larger root under the
 // smaller.
 func link(comp []uint64, u, v uint64) {
-	p1 := atomic.LoadUint64(&comp[u])
-	p2 := atomic.LoadUint64(&comp[v])
-	for p1 != p2 {
-		high, low := max(p1, p2), min(p1, p2)
-		ph := atomic.LoadUint64(&comp[high])
-		if ph == low {
+	ru, rv := find(comp, u), find(comp, v)
+	for ru != rv {
+		high, low := max(ru, rv), min(ru, rv)
+		if atomic.CompareAndSwapUint64(&comp[high], high, low) {
 			return
 		}
-		if ph == high && atomic.CompareAndSwapUint64(&comp[high], high, low) {
-			return
+		// high was hooked meanwhile: go on from its parent.
+		p := atomic.LoadUint64(&comp[high])
+		if high == ru {
+			ru = p
+		} else {
+			rv = p
 		}
-		p1 = atomic.LoadUint64(&comp[atomic.LoadUint64(&comp[high])])
-		p2 = atomic.LoadUint64(&comp[low])
 	}
 }
 
