@@ -254,43 +254,29 @@ __device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__rest
 }
 
 // cc_link_heads is the first round of cc_link_first over the heads array
-// (per entries a vertex, per <= heads_max_per: its first neighbours, padded
-// with its own id): it links every vertex to its first neighbour and keeps
-// the second in second (when per > 1) for cc_link_column's round after a
-// compress, as Afforest links one neighbour of every vertex per round. A
-// warp takes heads_chunk consecutive vertices: its lanes copy their entries
-// into shared memory together (consecutive entries, each lane's reader
-// holding its line across the copy, so a line is taken once per warp, not
-// per read), give the lines back, and only then link. Holding lines while
-// linking, whose time varies from lane to lane, once kept a scale-25 graph's
-// round through 4 KiB lines from finishing. The pass reads the heads (2N
-// ids) instead of every line of the edges. Blocks of heads_block threads.
-constexpr u64 heads_chunk = 256;
-constexpr u32 heads_max_per = 2;
-constexpr u32 heads_block = 256;
+// (per entries a vertex: its first neighbours, padded with its own id): it
+// links every vertex to its first neighbour and keeps the second in second
+// (when per > 1) for cc_link_column's round after a compress, as Afforest
+// links one neighbour of every vertex per round. A warp takes
+// heads_chunk consecutive vertices, its lanes on consecutive ones, so each
+// lane's reader holds one line across the chunk instead of taking it for
+// every read; the pass reads the heads (2N ids) instead of every line of
+// the edges.
+constexpr u64 heads_chunk = 1024;
 
 template <typename E>
 __device__ void cc_link_heads(E heads, u64 n, u32 per, typename reader_of<E>::vertex *comp,
                               typename reader_of<E>::vertex *second) {
-	using V = typename reader_of<E>::vertex;
-	__shared__ V staged[heads_block / 32][heads_chunk * heads_max_per];
-	if (blockDim.x != heads_block || per == 0 || per > heads_max_per) return;  // the runner launches neither
 	const u32 lane = threadIdx.x & 31;
-	V *mine = staged[threadIdx.x / 32];
 	typename reader_of<E>::type rd(heads);
 	for (u64 c = warp_id() * heads_chunk; c < n; c += grid_warps() * heads_chunk) {
-		const u64 verts = min(heads_chunk, n - c);
-		const u64 entries = verts * per;
-		for (u64 j = lane; j < entries; j += 32) mine[j] = rd[c * per + j];
-		rd.release();
-		__syncwarp();
-		for (u64 k = lane; k < verts; k += 32) {
-			const u64 v = c + k;
-			const u64 h = mine[k * per];
-			if (per > 1) second[v] = mine[k * per + 1];
+		const u64 end = min(c + heads_chunk, n);
+		for (u64 v = c + lane; v < end; v += 32) {
+			const u64 h = (u64)rd[v * per];
+			if (per > 1) second[v] = rd[v * per + 1];
 			if (h != v) cc_link(comp, v, h);
 		}
-		__syncwarp();  // the next chunk's copy overwrites mine
+		rd.release();  // hold no line between chunks
 	}
 }
 
