@@ -254,29 +254,19 @@ __device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__rest
 }
 
 // cc_link_heads is the first round of cc_link_first over the heads array
-// (per entries a vertex: its first neighbours, padded with its own id): it
-// links every vertex to its first neighbour and keeps the second in second
-// (when per > 1) for cc_link_column's round after a compress, as Afforest
-// links one neighbour of every vertex per round. A warp takes
-// heads_chunk consecutive vertices, its lanes on consecutive ones, so each
-// lane's reader holds one line across the chunk instead of taking it for
-// every read; the pass reads the heads (2N ids) instead of every line of
-// the edges.
-constexpr u64 heads_chunk = 1024;
-
+// (per entries a vertex: its first neighbours, padded with its own id): a
+// thread per vertex links it to its first neighbour and keeps the second in
+// second (when per > 1) for cc_link_column's round after a compress, as
+// Afforest links one neighbour of every vertex per round. A warp reads 32
+// vertices' entries together, one line or two, and the pass reads the
+// heads (2N ids) instead of every line of the edges.
 template <typename E>
 __device__ void cc_link_heads(E heads, u64 n, u32 per, typename reader_of<E>::vertex *comp,
                               typename reader_of<E>::vertex *second) {
-	const u32 lane = threadIdx.x & 31;
-	typename reader_of<E>::type rd(heads);
-	for (u64 c = warp_id() * heads_chunk; c < n; c += grid_warps() * heads_chunk) {
-		const u64 end = min(c + heads_chunk, n);
-		for (u64 v = c + lane; v < end; v += 32) {
-			const u64 h = (u64)rd[v * per];
-			if (per > 1) second[v] = rd[v * per + 1];
-			if (h != v) cc_link(comp, v, h);
-		}
-		rd.release();  // hold no line between chunks
+	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) {
+		const u64 h = (u64)read_one(heads, v * per);
+		if (per > 1) second[v] = read_one(heads, v * per + 1);
+		if (h != v) cc_link(comp, v, h);
 	}
 }
 

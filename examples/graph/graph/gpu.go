@@ -395,10 +395,6 @@ const (
 	bigSegment = 1024
 )
 
-// headsChunk mirrors heads_chunk of kernels/graph.cu: the vertices a warp
-// of cc_link_heads takes at a time.
-const headsChunk = 1024
-
 // chunkFirst returns, for each chunk c of chunk edges of the CSR offsets
 // (edges c*chunk up to (c+1)*chunk), the first vertex whose list starts at
 // c*chunk or later, and one more entry for the end of the edges: the
@@ -668,9 +664,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		// A warp per headsChunk vertices.
-		warps := (n + headsChunk - 1) / headsChunk
-		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_heads_%s_%s", r.vs, kind), cuda.Linear(warps*32, 256, 4*r.blocks), heads, cuda.U64(n),
+		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_heads_%s_%s", r.vs, kind), r.threads(n), heads, cuda.U64(n),
 			cuda.U32(uint32(r.Info.Heads)), compArg, cuda.Ptr(snap.Ptr())); err != nil {
 			return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
 		}
