@@ -254,18 +254,21 @@ __device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__rest
 }
 
 // cc_link_heads is the first round of cc_link_first over the heads array
-// (per entries a vertex: its first neighbours, padded with its own id): a
-// thread per vertex links it to its first neighbour and keeps the second in
-// second (when per > 1) for cc_link_column's round after a compress, as
-// Afforest links one neighbour of every vertex per round. A warp reads 32
-// vertices' entries together, one line or two, and the pass reads the
-// heads (2N ids) instead of every line of the edges.
-template <typename E>
-__device__ void cc_link_heads(E heads, u64 n, u32 per, typename reader_of<E>::vertex *comp,
-                              typename reader_of<E>::vertex *second) {
-	for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) {
-		const u64 h = (u64)read_one(heads, v * per);
-		if (per > 1) second[v] = read_one(heads, v * per + 1);
+// (per entries a vertex: its first neighbours, padded with its own id) of
+// vertices v0 up to v0+n, heads pointing at v0's entries: a thread per
+// vertex links it to its first neighbour and keeps the second in second
+// (when per > 1) for cc_link_column's round after a compress, as Afforest
+// links one neighbour of every vertex per round. The heads are in GPU or
+// pinned memory: for a graph on storage the runner reads them through the
+// cache in bulk first (bam_array_read_range, a line per warp at a time),
+// a piece at a time, so no lane holds a line while it links. The pass reads
+// the heads (2N ids) instead of every line of the edges.
+template <typename V>
+__device__ void cc_link_heads(const V *__restrict__ heads, u64 v0, u64 n, u32 per, V *comp, V *__restrict__ second) {
+	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {
+		const u64 v = v0 + i;
+		const u64 h = heads[i * per];
+		if (per > 1) second[v] = heads[i * per + 1];
 		if (h != v) cc_link(comp, v, h);
 	}
 }
@@ -370,12 +373,8 @@ __device__ void cc_compress(V *comp, u64 n) {
 	                                               const V *edges, u32 rounds, V *comp) {                            \
 		cc_link_first(offsets, chunk_first, chunks, edges, rounds, comp);                                            \
 	}                                                                                                                \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_heads_##VS##_bam(bam::array<V> heads, u64 n, u32 per, V *comp,     \
-	                                                                V *second) {                                     \
-		cc_link_heads(heads, n, per, comp, second);                                                                  \
-	}                                                                                                                \
-	BAM_KERNEL void graph_cc_link_heads_##VS##_mem(const V *heads, u64 n, u32 per, V *comp, V *second) {            \
-		cc_link_heads(heads, n, per, comp, second);                                                                  \
+	BAM_KERNEL void graph_cc_link_heads_##VS(const V *heads, u64 v0, u64 n, u32 per, V *comp, V *second) {       \
+		cc_link_heads(heads, v0, n, per, comp, second);                                                              \
 	}                                                                                                                \
 	BAM_KERNEL void graph_cc_link_column_##VS(const V *col, u64 n, V *comp) { cc_link_column(col, n, comp); }        \
 	BAM_KERNEL void graph_cc_snapshot_##VS(const V *comp, u64 n, V *snap, const u64 *idx, u64 k, V *out) {          \

@@ -235,19 +235,37 @@ func (a *Array) ReadRange(ctx context.Context, start uint64, out []byte) error {
 	if n == 0 {
 		return nil
 	}
-	fn, err := a.e.function("bam_array_read_range_" + a.suffix())
-	if err != nil {
-		return err
-	}
 	dOut, err := a.e.ctx.Alloc(uint64(len(out)))
 	if err != nil {
 		return err
 	}
 	defer dOut.Free()
-	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(dOut.Ptr())); err != nil {
-		return fmt.Errorf("array %q: %w", a.spec.Name, err)
+	if err := a.ReadRangeTo(ctx, start, n, dOut.Ptr()); err != nil {
+		return err
 	}
 	return dOut.Read(0, out)
+}
+
+// ReadRangeTo reads n elements from start into GPU memory at dst (n
+// elements of room, on this engine's device): the warps take the range a
+// line at a time through the cache, as ReadRange, without the copy back
+// to the host. It is how a caller stages a piece of an array in GPU memory
+// for kernels of its own.
+func (a *Array) ReadRangeTo(ctx context.Context, start, n uint64, dst cuda.DevicePtr) error {
+	if n == 0 {
+		return nil
+	}
+	if start > a.spec.Len || n > a.spec.Len-start {
+		return fmt.Errorf("gpuengine: read range %q: elements %d up to %d of %d: %w", a.spec.Name, start, start+n, a.spec.Len, ErrOutOfRange)
+	}
+	fn, err := a.e.function("bam_array_read_range_" + a.suffix())
+	if err != nil {
+		return err
+	}
+	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(dst)); err != nil {
+		return fmt.Errorf("array %q: %w", a.spec.Name, err)
+	}
+	return nil
 }
 
 // WriteRange writes len(in)/ElemSize elements from start.

@@ -269,6 +269,26 @@ func TestGPUOutOfRange(t *testing.T) {
 	if err := r.arr.Gather(ctx, []uint64{5, 999}, out); err != nil {
 		t.Fatalf("gather after an out-of-range launch: %v", err)
 	}
+	if err := r.arr.ReadRange(ctx, 999, out); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("read range past the end: %v, want ErrOutOfRange", err)
+	}
+	// ReadRangeTo stages elements in GPU memory: the last two, read back.
+	dst, err := r.e.Context().Alloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Free()
+	if err := r.arr.ReadRangeTo(ctx, 998, 2, dst.Ptr()); err != nil {
+		t.Fatalf("read range to GPU memory: %v", err)
+	}
+	if err := dst.Read(0, out); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []uint64{r.stored(998), r.stored(999)} {
+		if got := binary.LittleEndian.Uint64(out[8*i:]); got != want {
+			t.Errorf("read range to GPU memory: element %d = %#x, want %#x", 998+i, got, want)
+		}
+	}
 }
 
 func TestGPUFaults(t *testing.T) {

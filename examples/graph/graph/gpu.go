@@ -346,9 +346,53 @@ func (r *GPU[V]) edgesArg() (cuda.Arg, string, error) {
 	return r.placedArg(r.arr, r.dEdges, r.hEdges)
 }
 
-// headsArg is edgesArg for the heads array (Info.Heads > 0).
-func (r *GPU[V]) headsArg() (cuda.Arg, string, error) {
-	return r.placedArg(r.heads, r.dHeads, r.hHeads)
+// headsStageBytes bounds the GPU memory CC's first round takes to stage
+// the heads of a graph on storage: the heads are read through the cache a
+// piece of at most this size at a time.
+const headsStageBytes = 256 << 20
+
+// linkHeads runs CC's first round (graph_cc_link_heads) over the heads
+// array: in place for heads in GPU or pinned memory; for heads on storage,
+// a piece at a time, each read through the cache into GPU memory in bulk
+// (a line per warp at a time, no line held while linking), then linked.
+func (r *GPU[V]) linkHeads(ctx context.Context, comp, second cuda.DevicePtr) error {
+	n, per := r.Info.N, uint64(r.Info.Heads)
+	fn := "graph_cc_link_heads_" + r.vs
+	link := func(heads cuda.DevicePtr, v0, nv uint64) error {
+		return r.launch(ctx, fn, r.threads(nv), cuda.Ptr(heads), cuda.U64(v0), cuda.U64(nv), cuda.U32(uint32(per)),
+			cuda.Ptr(comp), cuda.Ptr(second))
+	}
+	switch r.Placement {
+	case InDevice:
+		return link(r.dHeads.Ptr(), 0, n)
+	case ZeroCopy:
+		p, err := r.hHeads.DevicePtr()
+		if err != nil {
+			return err
+		}
+		return link(p, 0, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	var zero V
+	entry := per * uint64(sizeOf(zero))
+	piece := max(1, min(n, headsStageBytes/entry)) // vertices a piece
+	buf, err := r.cctx.Alloc(piece * entry)
+	if err != nil {
+		return err
+	}
+	defer buf.Free()
+	for v0 := uint64(0); v0 < n; v0 += piece {
+		nv := min(piece, n-v0)
+		if err := r.heads.ReadRangeTo(ctx, v0*per, nv*per, buf.Ptr()); err != nil {
+			return err
+		}
+		if err := link(buf.Ptr(), v0, nv); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // placedArg is the kernel argument for an array placed as r.Placement
@@ -660,12 +704,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	if r.Info.Heads >= ccSampleRounds {
 		// Afforest's rounds: every vertex linked to its first neighbour,
 		// compress, then to its second (kept in snap by the first round).
-		heads, _, err := r.headsArg()
-		if err != nil {
-			return nil, err
-		}
-		if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_heads_%s_%s", r.vs, kind), r.threads(n), heads, cuda.U64(n),
-			cuda.U32(uint32(r.Info.Heads)), compArg, cuda.Ptr(snap.Ptr())); err != nil {
+		if err := r.linkHeads(ctx, comp.Ptr(), snap.Ptr()); err != nil {
 			return nil, fmt.Errorf("graph: GPU CC first pass: %w", err)
 		}
 		if err := clock.done("init, link heads"); err != nil {
