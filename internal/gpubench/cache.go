@@ -279,7 +279,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	defer ns.Close()
 
 	var c1 *bench.Result
-	var h2d float64
+	var h2d, zc float64 // zc: GPU zero-copy reads of pinned memory
 	hostCopy := map[int]float64{}
 	samples := map[string][]float64{}
 	amp := map[string]float64{}
@@ -299,6 +299,10 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 			if h2d, err = measureH2D(ctx, a.e.Context(), p.CeilingBytes, 2, max(p.Runs, 5)); err != nil {
 				a.close()
 				return nil, fmt.Errorf("gpubench: H2D ceiling: %w", err)
+			}
+			if zc, err = measureZeroCopy(ctx, p.Device, p.CeilingBytes, max(p.Runs, 5)); err != nil {
+				a.close()
+				return nil, fmt.Errorf("gpubench: zero-copy ceiling: %w", err)
 			}
 		}
 		hc, err := measureHostCopy(ctx, a.e.Context(), ns, patternSeedArr, line, p.Workers, p.CeilingTime, p.Runs)
@@ -360,6 +364,11 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 					fmt.Sprintf("path ceiling: min(pinned H2D copy, host %s copy into pinned memory x%d threads), same run", kib(line), p.Workers),
 					ceil.path(line)/1e9, false, goal)
 				p.logf("C1 cold %-6s %5s lines, %-11s route%s: %6.2f GB/s of lines (ceiling %.2f GB/s, %.2f fills per line)", order, kib(line), route, map[bool]string{true: " (mirror)"}[rv.mirror], v/1e9, ceil.path(line)/1e9, fpl)
+				if goal != "" {
+					// The same figure against the route's own medium.
+					c1.Add(name+"_vs_zero_copy", v/1e9, "GB/s", zeroCopyCeilingName(kib(line), p.Workers),
+						min(zc, ceil.HostCopy[line])/1e9, false, "")
+				}
 			}
 			if err := a.e.SetStagingMirror(false); err != nil {
 				a.close()
@@ -430,6 +439,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["runs"] = p.Runs
 	c1.Params["statistic"] = "median"
 	c1.Params["h2d_ceiling_GBps"] = h2d / 1e9
+	c1.Params["zero_copy_ceiling_GBps"] = zc / 1e9
 	hcg := map[string]float64{}
 	for l, v := range hostCopy {
 		hcg[kib(l)] = v / 1e9

@@ -316,6 +316,30 @@ type ceilings struct {
 // GPU: the lower of the two.
 func (c ceilings) path(lineSize int) float64 { return min(c.H2D, c.HostCopy[lineSize]) }
 
+// measureZeroCopy returns the rate at which GPU threads read pinned host
+// memory mapped into the device (pciebench's zero-copy figure: n bytes,
+// median of runs, checksum verified): the medium of every route whose
+// warps copy lines out of pinned staging, capped below the copy engines'
+// H2D rate by the link's read requests and completions.
+func measureZeroCopy(ctx context.Context, device int, n uint64, runs int) (float64, error) {
+	res, err := pciebench.Run(ctx, pciebench.Config{Device: device, Bytes: n, Runs: runs})
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range res.Figures {
+		if f.Name == pciebench.FigZeroCopy {
+			return f.Value * 1e9, nil
+		}
+	}
+	return 0, fmt.Errorf("gpubench: pciebench reported no %s", pciebench.FigZeroCopy)
+}
+
+// zeroCopyCeilingName names the baseline of the figures against the
+// warp-copy routes' own ceiling.
+func zeroCopyCeilingName(line string, workers int) string {
+	return fmt.Sprintf("route ceiling: min(GPU zero-copy reads of pinned memory, host %s copy into pinned memory x%d threads), same run", line, workers)
+}
+
 // measureH2D times pinned host -> device copies of n bytes with events:
 // warm-up, then the median of runs, verified by copying back.
 func measureH2D(ctx context.Context, c *cuda.Context, n uint64, warmup, runs int) (float64, error) {

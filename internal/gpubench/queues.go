@@ -367,8 +367,12 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpubench: host copy ceiling: %w", err)
 	}
+	zc, err := measureZeroCopy(ctx, p.Device, p.CeilingBytes, max(p.Runs, 5))
+	if err != nil {
+		return nil, fmt.Errorf("gpubench: zero-copy ceiling: %w", err)
+	}
 	ceil := ceilings{H2D: h2d, HostCopy: map[int]float64{4096: hc}, Workers: workers}
-	p.logf("queues: ceilings: H2D %.1f GB/s, host 4 KiB copy x%d %.1f GB/s", h2d/1e9, workers, hc/1e9)
+	p.logf("queues: ceilings: H2D %.1f GB/s, GPU zero-copy reads %.1f GB/s, host 4 KiB copy x%d %.1f GB/s", h2d/1e9, zc/1e9, workers, hc/1e9)
 
 	// Q1: thread sweep, both protocols, 4 KiB then 512 B.
 	q1.Params["threads"] = p.Threads
@@ -417,6 +421,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	q2.Params["line_size"] = 4096
 	q2.Params["queues"] = p.Queues
 	q2.Params["h2d_ceiling_GBps"] = h2d / 1e9
+	q2.Params["zero_copy_ceiling_GBps"] = zc / 1e9
 	q2.Params["host_copy_ceiling_GBps"] = hc / 1e9
 	q2.Params["host_copy_threads"] = workers
 	q2.Params["routes"] = map[string]string{
@@ -486,6 +491,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	}
 	if best > 0 {
 		q2.Add("read_GBps_4k_best", best, "GB/s", ceilName, pathCeil/1e9, false, ">= 0.9")
+		q2.Add("read_GBps_4k_best_vs_zero_copy", best, "GB/s", zeroCopyCeilingName("4 KiB", workers), min(zc, hc)/1e9, false, "")
 	}
 	bestNoCopy := 0.0
 	for t, v := range free4k {
@@ -497,6 +503,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 		q2.Add("read_GBps_4k_to_pinned_best", bestNoCopy, "GB/s", "host 4 KiB copy into pinned memory, same run", hc/1e9, false, "")
 	}
 	q2.Report("h2d_pinned_copy_GBps", h2d/1e9, "GB/s", "")
+	q2.Report("zero_copy_read_GBps", zc/1e9, "GB/s", "")
 	q2.Report("host_4k_copy_to_pinned_GBps", hc/1e9, "GB/s", "")
 
 	// L1 on the main rig.

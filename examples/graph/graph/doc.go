@@ -37,10 +37,13 @@
 // vertices whose lists start in one cache line's worth of edges, so that a
 // warp's reads share a line. CC's first pass reads the heads array, 2N ids
 // in order, where reading the first neighbours from the edges reads every
-// line of them: on a scale-25 graph 256 MiB instead of 4.2-4.3 GB. CC reads
-// through longer lines than BFS (CCOptions: 16 KiB where the store
-// allows), while BFS reads scattered lists. Saved edges start on a multiple of EdgeAlign
-// (64 KiB), so that a GPU engine may cache them in lines of any size.
+// line of them: on a scale-25 graph 256 MiB instead of 4.2-4.3 GB. On the
+// GPU with edges on storage, that pass reads the heads through the cache in
+// bulk into GPU memory, a piece at a time, and links from there, so no lane
+// holds a cache line while it links. CC reads through longer lines than BFS
+// (CCOptions: 16 KiB where the store allows), while BFS reads scattered
+// lists. Saved edges start on a multiple of EdgeAlign (64 KiB), so that a
+// GPU engine may cache them in lines of any size.
 // GPU runs record where their time goes: BFSResult.Trace per level,
 // CCResult.Trace per stage, each with the bytes read from storage.
 //

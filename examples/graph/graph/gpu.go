@@ -50,18 +50,17 @@ type GPUOptions struct {
 }
 
 // DefaultCCLineSize is the GPU line size CC reads edges on storage through
-// when GPUOptions.LineSize is left unset (CCOptions). CC's first pass
-// reads the heads array in order (before it existed, the first neighbours
-// of every vertex from the edges, so every line of them), and longer lines
-// move it faster; BFS reads scattered lists, which the
-// store's 4 KiB lines serve with fewer unused bytes. Scale-25 graphs on
-// storage, H200 host, cache 1/4 of the edges: CC on a uniform graph took
+// when GPUOptions.LineSize is left unset (CCOptions). It was chosen when
+// CC's first pass read every line of the edges: scale-25 graphs on
+// storage, H200 host, cache 1/4 of the edges, CC on a uniform graph took
 // 0.129-0.133 s through 4 KiB lines, 0.112-0.117 through 8 KiB, 0.109
-// through 16 KiB and 0.105-0.109 through 32-64 KiB; on a Kronecker graph,
-// whose second pass reads scattered lists, 0.098-0.100, 0.087-0.089,
-// 0.092-0.093 and 0.097-0.104 s. BFS was fastest through 4 KiB lines on
-// both (logs/g1-cc-lines-H200-20261124.txt). Those figures were measured
-// before the heads array, with the first pass over the edges.
+// through 16 KiB and 0.105-0.109 through 32-64 KiB; on a Kronecker graph
+// 0.098-0.100, 0.087-0.089, 0.092-0.093 and 0.097-0.104 s
+// (logs/g1-cc-lines-H200-20261124.txt). With the heads array read in bulk
+// the line matters little: 0.026-0.029 s through 4, 16 and 64 KiB lines on
+// both graphs, 16 KiB no slower than the others (part 7 of
+// logs/g1-heads-H200-20261124.txt). BFS reads scattered lists, which the
+// store's 4 KiB lines serve with fewer unused bytes.
 const DefaultCCLineSize = 16 << 10
 
 // CCOptions returns opt for a CC run: with LineSize unset, lines of
