@@ -172,9 +172,13 @@ __device__ void bfs_expand_big(const u64 *__restrict__ offsets, E edges, const t
 // to next (one atomicAdd per warp and vertex found), so the following
 // level may go top-down again. It needs the reverse of every edge (an
 // undirected graph): the parent found is an in-neighbour.
+//
+// With from > 0 the graph's heads were checked first (bfs_claim_heads): a
+// vertex they did not settle reads its list from neighbour from on, and a
+// vertex of at most from neighbours reads nothing.
 template <typename E>
 __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__restrict__ chunk_first, u64 chunks, E edges,
-                                  u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
+                                  u32 from, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
                                   unsigned long long *__restrict__ next_len) {
 	using V = typename reader_of<E>::vertex;
 	const u32 lane = threadIdx.x & 31;
@@ -183,7 +187,7 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 		const u64 v1 = chunk_first[c + 1];
 		for (u64 v = chunk_first[c]; v < v1; v++) {
 			if (depth[v] != unreached) continue;  // warp-uniform: one address
-			const u64 start = offsets[v], end = offsets[v + 1];
+			const u64 start = offsets[v] + from, end = offsets[v + 1];
 			bool found = false;
 			for (u64 base = start; base < end && !found; base += 32) {
 				const u64 i = base + lane;
@@ -196,6 +200,39 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 			}
 		}
 		rd.release();  // hold no line between chunks
+	}
+}
+
+// bfs_claim_heads is the first half of a bottom-up step on a graph with a
+// heads array (per entries a vertex: its first neighbours, padded with its
+// own id, in GPU or pinned memory): a thread per unreached vertex looks for
+// a parent among its heads, and bfs_claim_parents then reads the lists of
+// only the vertices left, from neighbour per on. On a Kronecker graph the
+// large bottom-up level finds the parent of nearly every vertex of more
+// than per neighbours among its first ones, and those of the rest are all
+// in the heads: the level then reads the heads (2N ids) instead of most
+// lines of the edges. Appends to next are aggregated per warp.
+template <typename V>
+__device__ void bfs_claim_heads(const V *__restrict__ heads, u64 n, u32 per, u32 *__restrict__ depth, u32 level,
+                                V *__restrict__ next, unsigned long long *__restrict__ next_len) {
+	const u32 lane = threadIdx.x & 31;
+	// Every lane runs the same number of rounds, so the warp stays whole
+	// for the ballot.
+	const u64 rounds = (n + bam::grid_threads() - 1) / bam::grid_threads();
+	for (u64 k = 0; k < rounds; k++) {
+		const u64 v = bam::global_thread_id() + k * bam::grid_threads();
+		bool found = false;
+		if (v < n && depth[v] == unreached) {
+			for (u32 r = 0; r < per && !found; r++) found = depth[heads[v * per + r]] == level;
+			if (found) depth[v] = level + 1;
+		}
+		const u32 mask = __ballot_sync(bam::full_warp_mask, found);
+		if (mask) {
+			unsigned long long at = 0;
+			if (lane == 0) at = atomicAdd(next_len, (unsigned long long)__popc(mask));
+			at = __shfl_sync(bam::full_warp_mask, at, 0);
+			if (found) next[at + __popc(mask & ((1u << lane) - 1))] = static_cast<V>(v);
+		}
 	}
 }
 
@@ -356,14 +393,18 @@ __device__ void cc_compress(V *comp, u64 n) {
 		bfs_expand_big(offsets, edges, big, big_first, n_big, n_segs, depth, level, next, next_len);                 \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,       \
-	                                                    bam::array<V> edges, u32 *depth, u32 level, V *next,       \
+	                                                    bam::array<V> edges, u32 from, u32 *depth, u32 level, V *next, \
 	                                                    unsigned long long *next_len) {                             \
-		bfs_claim_parents(offsets, chunk_first, chunks, edges, depth, level, next, next_len);                        \
+		bfs_claim_parents(offsets, chunk_first, chunks, edges, from, depth, level, next, next_len);                  \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_claim_parents_##VS##_mem(const u64 *offsets, const u64 *chunk_first, u64 chunks,        \
-	                                                   const V *edges, u32 *depth, u32 level, V *next,              \
+	                                                   const V *edges, u32 from, u32 *depth, u32 level, V *next,    \
 	                                                   unsigned long long *next_len) {                              \
-		bfs_claim_parents(offsets, chunk_first, chunks, edges, depth, level, next, next_len);                        \
+		bfs_claim_parents(offsets, chunk_first, chunks, edges, from, depth, level, next, next_len);                  \
+	}                                                                                                                \
+	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, u64 n, u32 per, u32 *depth, u32 level, V *next,      \
+	                                           unsigned long long *next_len) {                                      \
+		bfs_claim_heads(heads, n, per, depth, level, next, next_len);                                                \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,           \
 	                                               bam::array<V> edges, u32 rounds, V *comp) {                       \

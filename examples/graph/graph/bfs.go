@@ -152,30 +152,69 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 // claimParents is BFS's bottom-up step: every unreached vertex whose list
 // holds a vertex of depth level gets depth level+1 and its bit in next. The
 // lists of a chunk of consecutive vertices are read together (they lie
-// next to each other); a vertex's scan stops at its first parent. It
-// returns the list elements read.
+// next to each other); a vertex's scan stops at its first parent. On a
+// graph with a heads array, a chunk's heads are read first and settle the
+// vertices with a parent among them; only the others' lists are read, past
+// the heads. It returns the list elements read, heads included.
 func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, level int32, next []uint64, workers int, pool *bufPool[V]) (uint64, error) {
 	var touched atomic.Uint64
 	var lists sync.Pool // *[]uint64: a chunk's unreached vertices
-	err := parallelChunksErr(ctx, workers, int(g.N), frontierChunk*8, func(ctx context.Context, lo, hi int) error {
+	per := uint64(0)
+	if g.Heads != nil {
+		per = uint64(g.Info.Heads)
+	}
+	chunk := frontierChunk * 8
+	if per > 0 {
+		chunk = min(chunk, int(maxSpan/per))
+	}
+	err := parallelChunksErr(ctx, workers, int(g.N), chunk, func(ctx context.Context, lo, hi int) error {
 		p, _ := lists.Get().(*[]uint64)
 		if p == nil {
 			p = new([]uint64)
 		}
 		defer lists.Put(p)
-		vs := (*p)[:0]
-		for v := lo; v < hi; v++ {
-			if atomic.LoadInt32(&depth[v]) == Unreached {
-				vs = append(vs, uint64(v))
-			}
-		}
-		*p = vs
 		buf := pool.get()
 		defer pool.put(buf)
+		var heads []V
+		if per > 0 {
+			var err error
+			if heads, err = g.Heads.Read(ctx, uint64(lo)*per, uint64(hi)*per, *buf); err != nil {
+				return err
+			}
+		}
+		vs := (*p)[:0]
+		var seen uint64
+	vertices:
+		for v := lo; v < hi; v++ {
+			if atomic.LoadInt32(&depth[v]) != Unreached {
+				continue
+			}
+			if per > 0 {
+				d := g.Degree(uint64(v))
+				for _, w := range heads[uint64(v-lo)*per : uint64(v-lo+1)*per] {
+					if atomic.LoadInt32(&depth[w]) == level {
+						atomic.StoreInt32(&depth[v], level+1)
+						atomic.OrUint64(&next[v/64], 1<<(v%64))
+						seen += min(d, per)
+						continue vertices
+					}
+				}
+				seen += min(d, per)
+				if d <= per {
+					continue
+				}
+			}
+			vs = append(vs, uint64(v))
+		}
+		*p = vs
+		touched.Add(seen)
 		found := ^uint64(0) // the last vertex that found a parent (long lists arrive in pieces)
-		n, err := visitLists(ctx, g, vs, *buf, func(v, _ uint64, nb []V) {
+		n, err := visitLists(ctx, g, vs, *buf, func(v, first uint64, nb []V) {
 			if v == found {
 				return
+			}
+			if first < per { // the heads, checked above
+				nb = nb[min(uint64(len(nb)), per-first):]
 			}
 			for _, w := range nb {
 				if atomic.LoadInt32(&depth[w]) == level {

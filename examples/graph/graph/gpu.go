@@ -350,6 +350,30 @@ func (r *GPU[V]) edgesArg() (cuda.Arg, string, error) {
 // piece of at most this size at a time.
 const headsStageBytes = 256 << 20
 
+// placeHeads returns the heads array in GPU-addressable memory for BFS's
+// bottom-up levels: in place for heads in GPU or pinned memory; for heads
+// on storage, read through the cache in bulk into new GPU memory (2N ids),
+// returned as mem for the caller to free.
+func (r *GPU[V]) placeHeads(ctx context.Context) (p cuda.DevicePtr, mem *cuda.DeviceMem, err error) {
+	switch r.Placement {
+	case InDevice:
+		return r.dHeads.Ptr(), nil, nil
+	case ZeroCopy:
+		p, err := r.hHeads.DevicePtr()
+		return p, nil, err
+	}
+	var zero V
+	entries := r.Info.N * uint64(r.Info.Heads)
+	if mem, err = r.cctx.Alloc(max(1, entries*uint64(sizeOf(zero)))); err != nil {
+		return 0, nil, err
+	}
+	if err := r.heads.ReadRangeTo(ctx, 0, entries, mem.Ptr()); err != nil {
+		mem.Free()
+		return 0, nil, err
+	}
+	return mem.Ptr(), mem, nil
+}
+
 // linkHeads runs CC's first round (graph_cc_link_heads) over the heads
 // array: in place for heads in GPU or pinned memory; for heads on storage,
 // a piece at a time, each read through the cache into GPU memory in bulk
@@ -562,6 +586,14 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	}
 	fn := fmt.Sprintf("graph_bfs_expand_%s_%s", r.vs, kind)
 	fnUp := fmt.Sprintf("graph_bfs_claim_parents_%s_%s", r.vs, kind)
+	// The heads, for the bottom-up levels: placed at the first one.
+	var heads cuda.DevicePtr
+	var headsMem *cuda.DeviceMem
+	defer func() {
+		if headsMem != nil {
+			headsMem.Free()
+		}
+	}()
 	fnBig := fmt.Sprintf("graph_bfs_expand_big_%s_%s", r.vs, kind)
 	res := &BFSResult{Source: src}
 	nf := uint64(1)
@@ -582,9 +614,24 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		trace := BFSLevel{BottomUp: bottomUp, Frontier: nf}
 		prev = nf
 		if bottomUp {
+			// The heads first (a thread per vertex), then the lists of
+			// the vertices left past them.
+			from := uint32(0)
+			if per := uint32(r.Info.Heads); per > 0 {
+				if heads == 0 {
+					if heads, headsMem, err = r.placeHeads(ctx); err != nil {
+						return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
+					}
+				}
+				if err := r.launch(ctx, "graph_bfs_claim_heads_"+r.vs, r.threads(n), cuda.Ptr(heads), cuda.U64(n), cuda.U32(per),
+					cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+					return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
+				}
+				from = per
+			}
 			// A warp per chunk of a line's edges.
 			if err := r.launch(ctx, fnUp, r.warps(r.chunks), cuda.Ptr(r.dOff.Ptr()), cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks),
-				edges, cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+				edges, cuda.U32(from), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
 				return nil, fmt.Errorf("graph: GPU BFS level %d (bottom-up): %w", level, err)
 			}
 			if err := count.Read(0, cb); err != nil {

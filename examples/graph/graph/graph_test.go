@@ -462,6 +462,14 @@ func TestAlgorithmsInMemoryAgainstOracles(t *testing.T) {
 		if !slices.Equal(cc2.Comp, cc.Comp) || cc2.EdgesTouched != cc.EdgesTouched {
 			t.Fatalf("graph %d: CC without heads: touched %d, with %d; components equal %v", i, cc2.EdgesTouched, cc.EdgesTouched, slices.Equal(cc2.Comp, cc.Comp))
 		}
+		// BFS's bottom-up levels without the heads give the same depths.
+		res2, err := BFS(ctx, &noHeads, src, AlgoOptions{Workers: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res2.Depth, res.Depth) || res2.BottomUpLevels != res.BottomUpLevels {
+			t.Fatalf("graph %d: BFS without heads: %d bottom-up levels, with %d; depths equal %v", i, res2.BottomUpLevels, res.BottomUpLevels, slices.Equal(res2.Depth, res.Depth))
+		}
 	}
 }
 
