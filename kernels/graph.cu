@@ -11,7 +11,8 @@
 // BFS is frontier based, one warp per frontier vertex, the 32 lanes reading
 // consecutive neighbours (coalesced), as BaM's best variant; on undirected
 // graphs the levels with large frontiers go bottom-up instead (every
-// unreached vertex looks for a parent and stops at the first). CC is Afforest:
+// unreached vertex looks for a parent and stops at the first, among the
+// graph's heads array first where it has one). CC is Afforest:
 // link every vertex to its first neighbours (from the graph's heads array,
 // a neighbour a round with a compress after each, or from the edges for
 // graphs without one), compress, then link the remaining neighbours of

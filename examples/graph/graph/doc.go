@@ -40,7 +40,10 @@
 // line of them: on a scale-25 graph 256 MiB instead of 4.2-4.3 GB. On the
 // GPU with edges on storage, that pass reads the heads through the cache in
 // bulk into GPU memory, a piece at a time, and links from there, so no lane
-// holds a cache line while it links. CC reads through longer lines than BFS
+// holds a cache line while it links. BFS's bottom-up levels check every
+// unreached vertex's heads before its list (kept in GPU memory from the
+// first bottom-up level on): on a Kronecker graph the large bottom-up level
+// then reads the heads instead of most lines of the edges. CC reads through longer lines than BFS
 // (CCOptions: 16 KiB where the store allows), while BFS reads scattered
 // lists. Saved edges start on a multiple of EdgeAlign (64 KiB), so that a
 // GPU engine may cache them in lines of any size.
