@@ -385,11 +385,8 @@ func (r *GPU[V]) linkHeads(ctx context.Context, comp, second cuda.DevicePtr) err
 		return r.launch(ctx, fn, r.threads(nv), cuda.Ptr(heads), cuda.U64(v0), cuda.U64(nv), cuda.U32(uint32(per)),
 			cuda.Ptr(comp), cuda.Ptr(second))
 	}
-	switch r.Placement {
-	case InDevice:
-		return link(r.dHeads.Ptr(), 0, n)
-	case ZeroCopy:
-		p, err := r.hHeads.DevicePtr()
+	if r.Placement != OnStorage {
+		p, _, err := r.placeHeads(ctx) // in place: nothing to free
 		if err != nil {
 			return err
 		}
