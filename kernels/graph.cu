@@ -86,6 +86,20 @@ constexpr u64 big_segment = 1024;
 constexpr u32 big_count_shift = 32;
 constexpr u64 big_segs_mask = (1ull << big_count_shift) - 1;
 
+// append_found appends u to next for the lanes of the (whole) warp whose
+// found is set, with one atomicAdd for the warp.
+template <typename V>
+__device__ __forceinline__ void append_found(bool found, V u, V *__restrict__ next, unsigned long long *__restrict__ next_len) {
+	const u32 lane = threadIdx.x & 31;
+	const u32 mask = __ballot_sync(bam::full_warp_mask, found);
+	if (mask) {
+		unsigned long long at = 0;
+		if (lane == 0) at = atomicAdd(next_len, (unsigned long long)__popc(mask));
+		at = __shfl_sync(bam::full_warp_mask, at, 0);
+		if (found) next[at + __popc(mask & ((1u << lane) - 1))] = u;
+	}
+}
+
 // expand_segment reads neighbours start..end-1 of a frontier vertex with the
 // warp's lanes (consecutive neighbours, coalesced) and claims the unreached
 // ones for the next level. Appends to next are aggregated per warp (one
@@ -103,13 +117,7 @@ __device__ __forceinline__ void expand_segment(R &rd, u64 start, u64 end, u32 *_
 			u = rd[i];
 			if (depth[u] == unreached) claimed = atomicCAS(&depth[u], unreached, level + 1) == unreached;
 		}
-		const u32 mask = __ballot_sync(bam::full_warp_mask, claimed);
-		if (mask) {
-			unsigned long long at = 0;
-			if (lane == 0) at = atomicAdd(next_len, (unsigned long long)__popc(mask));
-			at = __shfl_sync(bam::full_warp_mask, at, 0);
-			if (claimed) next[at + __popc(mask & ((1u << lane) - 1))] = u;
-		}
+		append_found(claimed, u, next, next_len);
 	}
 }
 
@@ -216,7 +224,6 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 template <typename V>
 __device__ void bfs_claim_heads(const V *__restrict__ heads, u64 n, u32 per, u32 *__restrict__ depth, u32 level,
                                 V *__restrict__ next, unsigned long long *__restrict__ next_len) {
-	const u32 lane = threadIdx.x & 31;
 	// Every lane runs the same number of rounds, so the warp stays whole
 	// for the ballot.
 	const u64 rounds = (n + bam::grid_threads() - 1) / bam::grid_threads();
@@ -227,13 +234,7 @@ __device__ void bfs_claim_heads(const V *__restrict__ heads, u64 n, u32 per, u32
 			for (u32 r = 0; r < per && !found; r++) found = depth[heads[v * per + r]] == level;
 			if (found) depth[v] = level + 1;
 		}
-		const u32 mask = __ballot_sync(bam::full_warp_mask, found);
-		if (mask) {
-			unsigned long long at = 0;
-			if (lane == 0) at = atomicAdd(next_len, (unsigned long long)__popc(mask));
-			at = __shfl_sync(bam::full_warp_mask, at, 0);
-			if (found) next[at + __popc(mask & ((1u << lane) - 1))] = static_cast<V>(v);
-		}
+		append_found(found, static_cast<V>(v), next, next_len);
 	}
 }
 
