@@ -623,10 +623,8 @@ func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {
 	}
 	if f.Delay > 0 {
 		q.stats.delayed.Add(1)
-		q.inflight.Add(1)
 		c := *cmd
 		t.wg.Go(func() {
-			defer q.inflight.Add(-1)
 			timer := time.NewTimer(f.Delay)
 			defer timer.Stop()
 			select {
@@ -636,7 +634,14 @@ func (t *Target) dispatch(w *worker, q *queue, cmd *Command) {
 			}
 			// A queue removed meanwhile (a host reset after a timeout)
 			// may have its memory in use again: the command must not
-			// touch it.
+			// touch it. A delayed command counts as in flight only from
+			// here, so removing a queue does not wait out the delays of
+			// commands that will never run: RemoveQueuePair stores the
+			// state before it reads inflight, this goroutine adds to
+			// inflight before it reads the state, so one of them sees
+			// the other.
+			q.inflight.Add(1)
+			defer q.inflight.Add(-1)
 			if q.state.Load() != qActive {
 				return
 			}

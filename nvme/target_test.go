@@ -592,7 +592,8 @@ func TestTargetIdleCPU(t *testing.T) {
 
 // A delayed command whose queue pair was removed meanwhile must not run: its
 // data buffer may already belong to someone else (the host reuses the
-// queue's memory after a reset).
+// queue's memory after a reset). Nor does the removal wait out its delay:
+// a stalled namespace must not hold up the host's reset.
 func TestTargetDelayedCommandAfterRemove(t *testing.T) {
 	h := newHarness(t, TargetConfig{}, nil, 4)
 	pattern(h.buf[:512], 512, 0, 7)
@@ -607,8 +608,8 @@ func TestTargetDelayedCommandAfterRemove(t *testing.T) {
 	waitCond(t, func() bool { return h.t.Stats().Delayed == 1 })
 	ctx, cancel := context.WithTimeout(h.ctx, delay/4)
 	defer cancel()
-	if err := h.t.RemoveQueuePair(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("remove with a delayed command in flight: %v, want a deadline error", err)
+	if err := h.t.RemoveQueuePair(ctx, 1); err != nil {
+		t.Fatalf("remove with a delayed command pending: %v, want no wait for the delay", err)
 	}
 	time.Sleep(2 * delay)
 	for i, b := range h.buf[:512] {
