@@ -43,9 +43,15 @@
 // NVMe status, a timeout, an index out of range, a cache too small for the
 // live references) is recorded with its element index, NSID and LBA. Launch
 // turns that record into a Go error matching nvme's status sentinels,
-// vq.ErrTimeout, gpucache.ErrCacheTooSmall or ErrOutOfRange. After a timeout
-// the queue pairs are reset (the controller side forgets them, rings and
-// metadata are zeroed), so the engine stays usable.
+// vq.ErrTimeout, gpucache.ErrCacheTooSmall or ErrOutOfRange. A launch also
+// ends with its context: Launch then sets the record's abort word, which
+// every device wait reads with its deadline, waits (bounded) until the
+// kernel has stopped and returns an error wrapping ctx.Err(), so a stalled
+// namespace holds a cancelled call for about a millisecond, not the
+// timeout. After a timeout or an abort the queue pairs are reset (the
+// controller side forgets them, rings and metadata are zeroed), so the
+// engine stays usable; write-backs a timeout or an abort stopped leave
+// their lines dirty.
 //
 // The package must not know about stores, catalogs or element types beyond
 // their size: the caller binds an array by its element size, length and

@@ -283,6 +283,7 @@ type Engine struct {
 	mirrors    *mirrorStreams // nil unless Config.StagingMirror
 	fillCopier *fillCopier    // nil when Config.FillCopierWarps < 0
 	errRec     *cuda.DeviceMem
+	aborter    *aborter     // stops a launch whose context ended
 	queues     []*queuePair // every cache's, in queue ID order
 
 	dma        *nvme.DMASpace
@@ -436,6 +437,9 @@ func (e *Engine) init() error {
 		}
 	}
 	if e.errRec, err = e.ctx.Alloc(ErrorRecordBytes); err != nil {
+		return err
+	}
+	if e.aborter, err = newAborter(e.ctx); err != nil {
 		return err
 	}
 	// Queues and the Target that serves them.
@@ -628,10 +632,12 @@ func (e *Engine) function(name string) (*cuda.Function, error) {
 
 // Launch runs a kernel that uses arrays bound to this engine on the engine's
 // stream, with the fill copier's warps beside it, waits for it (bounded by
-// ctx and by a multiple of the device timeout, since every device wait is
-// bounded), and returns the first failure the kernel recorded as a
-// *DeviceError. After a timeout the queue pairs and the copier ring are
-// reset.
+// a multiple of the device timeout, since every device wait is bounded),
+// and returns the first failure the kernel recorded as a *DeviceError.
+// When ctx ends first, Launch sets the launch's abort word, which every
+// device wait reads with its deadline, waits until the kernel has stopped
+// and returns an error wrapping ctx.Err(). After a timeout or an abort the
+// queue pairs and the copier ring are reset.
 func (e *Engine) Launch(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
 	_, err := e.launch(ctx, false, fn, cfg, args...)
 	return err
@@ -672,9 +678,13 @@ func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg 
 		e.target.Kick(q.id)
 	}
 	bound := 4*e.cfg.Timeout + 30*time.Second
-	wctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	kerr := e.runKernel(wctx, start, end, fn, cfg, args...)
+	kerr := e.runKernel(ctx, bound, start, end, fn, cfg, args...)
+	var aborted *abortedError
+	if errors.As(kerr, &aborted) {
+		// The kernel has stopped; its waits may have abandoned commands
+		// and copier jobs, as after a timeout.
+		return 0, errors.Join(fmt.Errorf("gpuengine: %s: %w", fn.Name(), kerr), e.recoverAfterAbort(context.WithoutCancel(ctx)))
+	}
 	if kerr != nil {
 		if ctx.Err() == nil && errors.Is(kerr, context.DeadlineExceeded) {
 			return 0, fmt.Errorf("gpuengine: %s did not finish within %v although every device wait is bounded by %v: %w", fn.Name(), bound, e.cfg.Timeout, kerr)
@@ -697,23 +707,46 @@ func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg 
 		return d, nil
 	}
 	de.Kernel = fn.Name()
-	if de.Code == ErrCodeTimeout || (de.Code == ErrCodeStatus && de.Status&0x8000 != 0) {
-		if err := e.resetQueues(ctx); err != nil {
-			return 0, errors.Join(de, fmt.Errorf("gpuengine: reset queues after timeout: %w", err))
-		}
-		if e.fillCopier != nil {
-			if err := e.fillCopier.reset(); err != nil {
-				return 0, errors.Join(de, fmt.Errorf("gpuengine: reset fill copier after timeout: %w", err))
-			}
+	if de.abandons() {
+		if err := e.resetAfterTimeout(ctx); err != nil {
+			return 0, errors.Join(de, err)
 		}
 	}
 	return 0, de
 }
 
+// resetAfterTimeout resets the queue pairs and the fill copier's ring,
+// whose tickets and commands timed-out waits abandoned.
+func (e *Engine) resetAfterTimeout(ctx context.Context) error {
+	if err := e.resetQueues(ctx); err != nil {
+		return fmt.Errorf("gpuengine: reset queues after timeout: %w", err)
+	}
+	if e.fillCopier != nil {
+		if err := e.fillCopier.reset(); err != nil {
+			return fmt.Errorf("gpuengine: reset fill copier after timeout: %w", err)
+		}
+	}
+	return nil
+}
+
+// recoverAfterAbort reads the error record of a launch stopped by its
+// abort word and resets what its waits abandoned.
+func (e *Engine) recoverAfterAbort(ctx context.Context) error {
+	rec := make([]byte, ErrorRecordBytes)
+	if err := e.errRec.Read(0, rec); err != nil {
+		return err
+	}
+	if de := decodeError(rec); de != nil && de.abandons() {
+		return e.resetAfterTimeout(ctx)
+	}
+	return nil
+}
+
 // runKernel launches the fill copier, then fn on the engine's stream (with
 // events around it when start is not nil), stops the copier behind fn, and
-// waits for both.
-func (e *Engine) runKernel(ctx context.Context, start, end *cuda.Event, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
+// waits for both (waitKernel: each at most bound, fn stopped when ctx
+// ends).
+func (e *Engine) runKernel(ctx context.Context, bound time.Duration, start, end *cuda.Event, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
 	copier := e.fillCopier != nil && e.fillCopier.want(fn)
 	var epoch uint32
 	if copier {
@@ -744,13 +777,22 @@ func (e *Engine) runKernel(ctx context.Context, start, end *cuda.Event, fn *cuda
 	if err != nil {
 		return err
 	}
-	if err := e.stream.Wait(ctx); err != nil {
-		return err
+	kerr := e.waitKernel(ctx, bound)
+	var aborted *abortedError
+	if kerr != nil && !errors.As(kerr, &aborted) {
+		return kerr
 	}
 	if copier {
-		if err := e.fillCopier.wait(ctx); err != nil {
-			return err
+		// The copier stops behind fn: wait for it even after an abort.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		err := e.fillCopier.wait(cctx)
+		cancel()
+		if err != nil {
+			return errors.Join(kerr, err)
 		}
+	}
+	if kerr != nil {
+		return kerr
 	}
 	if e.fillCopier != nil {
 		return e.fillCopier.note(fn)
@@ -978,6 +1020,9 @@ func (e *Engine) Close() error {
 	}
 	if e.errRec != nil {
 		errs = append(errs, e.errRec.Free())
+	}
+	if e.aborter != nil {
+		errs = append(errs, e.aborter.close())
 	}
 	if e.mod != nil {
 		errs = append(errs, e.mod.Unload())

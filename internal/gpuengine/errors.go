@@ -45,6 +45,8 @@ func (e *DeviceError) Error() string {
 		return fmt.Sprintf("gpuengine: %s: element index %d out of range%s", e.Kernel, e.Index, more)
 	case ErrCodeCacheTooSmall:
 		return fmt.Sprintf("gpuengine: %s: element %d: every way of its set stayed referenced: cache too small for the number of live references%s", e.Kernel, e.Index, more)
+	case ErrCodeAborted:
+		return fmt.Sprintf("gpuengine: %s: element %d: wait stopped by the launch's abort (nsid %d lba %d)%s", e.Kernel, e.Index, e.NSID, e.LBA, more)
 	}
 	return fmt.Sprintf("gpuengine: %s: device error code %d%s", e.Kernel, e.Code, more)
 }
@@ -65,4 +67,12 @@ func (e *DeviceError) Unwrap() error {
 		return gpucache.ErrCacheTooSmall
 	}
 	return nil
+}
+
+// abandons reports whether the failure left queue tickets, commands or
+// copier jobs abandoned, so that the queue pairs and the copier ring need a
+// reset: a timeout, an abort, or a status the Target reports for a command
+// it gave up on (bit 15).
+func (e *DeviceError) abandons() bool {
+	return e.Code == ErrCodeTimeout || e.Code == ErrCodeAborted || (e.Code == ErrCodeStatus && e.Status&0x8000 != 0)
 }

@@ -372,6 +372,94 @@ func TestGPUFaults(t *testing.T) {
 	checkGenerations(t, r.e)
 }
 
+// A launch whose context ends stops at once: the kernel's waits read the
+// abort word with their deadlines, so a stalled namespace holds the call
+// for neither the timeout nor the stall. A stopped write-back leaves its
+// lines dirty, and the engine serves the next call.
+func TestGPUContextStopsKernel(t *testing.T) {
+	const timeout = 20 * time.Second
+	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: timeout}, 1, 1<<18, 5)
+	ctx := ctxT(t)
+	idx := make([]uint64, 4096)
+	for i := range idx {
+		idx[i] = uint64(i) * 61 % r.n
+	}
+	out := make([]byte, len(idx)*8)
+	stall := func(op nvme.Opcode) {
+		r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+			if c.Opcode == op {
+				return nvme.Fault{Delay: time.Minute}
+			}
+			return nvme.Fault{}
+		})
+	}
+	const quick = 5 * time.Second // well under the timeout and the stall
+	stopped := func(what string, want error, call func(context.Context) error, cctx context.Context) {
+		t.Helper()
+		start := time.Now()
+		err := call(cctx)
+		took := time.Since(start)
+		if !errors.Is(err, want) {
+			t.Fatalf("%s: got %v, want %v", what, err, want)
+		}
+		if took > quick {
+			t.Errorf("%s: returned after %v; the wait bound is %v", what, took, timeout)
+		}
+		t.Logf("%s: %v after %v", what, err, took)
+	}
+	gather := func(c context.Context) error { return r.arr.Gather(c, idx, out) }
+
+	stall(nvme.OpRead)
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(200*time.Millisecond, cancel)
+	stopped("gather, cancelled", context.Canceled, gather, cctx)
+	dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	stopped("gather, past its deadline", context.DeadlineExceeded, gather, dctx)
+	dcancel()
+	r.e.SetFaultHook(nil)
+	if err := gather(ctx); err != nil {
+		t.Fatalf("gather after the stops: %v", err)
+	}
+	for i, j := range idx {
+		if got := binary.LittleEndian.Uint64(out[i*8:]); got != kernels.Pattern64(5, j) {
+			t.Fatalf("element %d wrong after the stops", j)
+		}
+	}
+
+	// Two dirty lines whose write-back stalls: Flush stops, the lines stay
+	// dirty, and the next Flush writes them.
+	widx := make([]uint64, 1000)
+	vals := make([]byte, 8*len(widx))
+	for i := range widx {
+		widx[i] = uint64(i)
+		binary.LittleEndian.PutUint64(vals[8*i:], ^kernels.Pattern64(5, uint64(i)))
+	}
+	if err := r.arr.Scatter(ctx, widx, vals); err != nil {
+		t.Fatal(err)
+	}
+	stall(nvme.OpWrite)
+	cctx, cancel = context.WithCancel(ctx)
+	time.AfterFunc(200*time.Millisecond, cancel)
+	stopped("flush, cancelled", context.Canceled, r.e.Flush, cctx)
+	r.e.SetFaultHook(nil)
+	dirty, err := r.e.DirtyLines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dirty == 0 {
+		t.Fatal("no dirty lines left after a stopped flush")
+	}
+	if err := r.e.Flush(ctx); err != nil {
+		t.Fatalf("flush after a stopped flush: %v", err)
+	}
+	for _, i := range widx {
+		if got, want := r.stored(i), ^kernels.Pattern64(5, i); got != want {
+			t.Fatalf("storage element %d = %#x after flush, want %#x", i, got, want)
+		}
+	}
+	checkGenerations(t, r.e)
+}
+
 func TestGPUCacheTooSmall(t *testing.T) {
 	// One set of one way, but the engine must still serve a whole warp
 	// touching many lines (each group holds its line only briefly).

@@ -117,6 +117,7 @@ const (
 	ErrorLBAOffset    = 16 // u64: LBA of the failed command
 	ErrorNSIDOffset   = 24 // u64: NSID of the failed command
 	ErrorCountOffset  = 32 // u32: number of failures recorded in the launch
+	ErrorAbortOffset  = 36 // u32: set by the host to stop the launch's waits (its context ended)
 	ErrorRecordBytes  = 64
 
 	// Error codes.
@@ -125,6 +126,7 @@ const (
 	ErrCodeTimeout       = 2 // a wait passed the timeout
 	ErrCodeOutOfRange    = 3 // an element index at or past the length
 	ErrCodeCacheTooSmall = 4 // every way of a set stayed referenced
+	ErrCodeAborted       = 5 // a wait stopped because the host set the abort word
 
 	// Statistics: StatsSlots slots (by SM) of StatsCounters u64 counters.
 	StatsSlots     = 64
@@ -234,12 +236,14 @@ func Layout() layout.Group {
 			c("ErrorLBAOffset", ErrorLBAOffset, "Error record: LBA."),
 			c("ErrorNSIDOffset", ErrorNSIDOffset, "Error record: NSID."),
 			c("ErrorCountOffset", ErrorCountOffset, "Error record: failures recorded."),
+			c("ErrorAbortOffset", ErrorAbortOffset, "Error record: abort word, set by the host to stop every wait of the launch."),
 			c("ErrorRecordBytes", ErrorRecordBytes, "Size of the error record."),
 			c("ErrCodeNone", ErrCodeNone, "Error code: none."),
 			c("ErrCodeStatus", ErrCodeStatus, "Error code: failing NVMe status."),
 			c("ErrCodeTimeout", ErrCodeTimeout, "Error code: wait timed out."),
 			c("ErrCodeOutOfRange", ErrCodeOutOfRange, "Error code: index out of range."),
 			c("ErrCodeCacheTooSmall", ErrCodeCacheTooSmall, "Error code: every way of a set referenced."),
+			c("ErrCodeAborted", ErrCodeAborted, "Error code: a wait stopped by the host's abort word."),
 			c("StatsSlots", StatsSlots, "Statistics slots (by SM)."),
 			c("StatsCounters", StatsCounters, "Counters per statistics slot."),
 			c("StatHits", StatHits, "Counter: hits."),

@@ -31,7 +31,8 @@
 // (the first one with its index, LBA and status) and the access yields T{}
 // or drops the write; the host turns the record into a Go error after the
 // launch. No access waits forever: every wait is bounded by the timeout the
-// host configured. ok() tells a kernel that no failure was recorded, so it
+// host configured, and ends early when the host sets the launch's abort
+// word (its context ended; recorded as ErrCodeAborted). ok() tells a kernel that no failure was recorded, so it
 // can stop early.
 #ifndef BAM_ARRAY_CUH
 #define BAM_ARRAY_CUH

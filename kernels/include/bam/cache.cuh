@@ -150,7 +150,7 @@ __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
 // so the launch ends; the host then resets the ring).
 __device__ __forceinline__ bool offload(const array_desc &d, unsigned char *to, const unsigned char *from, bool to_host, u64 deadline) {
 	if (d.copier == 0) return false;
-	const u32 r = copier::run(d.copier, to, from, 1ull << d.line_shift, to_host, deadline);
+	const u32 r = copier::run(d.copier, to, from, 1ull << d.line_shift, to_host, deadline, detail::abort_word(d));
 	if (r == copier::timed_out) detail::record_error(d, L::ErrCodeTimeout, status_timeout, 0, 0, 0);
 	if (r != copier::copied) return false;
 	detail::count(d, L::StatOffloads, 1);
@@ -165,7 +165,7 @@ __device__ __forceinline__ bool offload(const array_desc &d, unsigned char *to, 
 __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &w, u64 deadline) {
 	const queue_desc &q = pick_queue(d);
 	u64 t;
-	if (!queue::reserve(q, deadline, &t)) return status_timeout;
+	if (detail::aborted(d) || !queue::reserve(q, deadline, &t, detail::abort_word(d))) return status_timeout;
 	const u32 shift = static_cast<u32>(d.line_shift);
 	u64 prp1, prp2;
 	if (d.direct_below != 0) {
@@ -180,8 +180,8 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 	const u32 blocks = 1u << d.lba_shift;
 	queue::issue(q, t, nvme_command::read_write(nvme_op_write, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
 	detail::count(d, L::StatCommands, 1);
-	u32 status;
-	if (!queue::wait(q, t, deadline, &status)) return status_timeout;
+	u32 status, dw0;
+	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return status_timeout;
 	queue::retire(q, t);
 	return status;
 }
@@ -230,16 +230,16 @@ __device__ __noinline__ bool crowded(const array_desc &d, u64 base, u64 K) {
 
 // fail_wait records a wait for the set at base that outlasted its
 // deadline: as a cache too small when the set is crowded, else as a
-// timeout.
+// timeout (an abort when the host stopped the launch).
 __device__ __forceinline__ void fail_wait(const array_desc &d, u64 base, u64 K, u64 index, const where &w) {
-	if (crowded(d, base, K)) {
+	if (!detail::aborted(d) && crowded(d, base, K)) {
 		fail(d, L::ErrCodeCacheTooSmall, 0, index, w);
 	} else {
 		fail(d, L::ErrCodeTimeout, status_timeout, index, w);
 	}
 }
 
-__device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline) {
+__device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline, const u32 *stop) {
 	detail::backoff b;
 	for (u32 i = 0;; i++) {
 		if (detail::ld_relaxed_gpu(lock) == C::LockFree &&
@@ -247,7 +247,7 @@ __device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline) {
 			__threadfence();
 			return true;
 		}
-		if ((i & 7) == 7 && detail::globaltimer() > deadline) return false;
+		if ((i & 7) == 7 && detail::expired(deadline, stop)) return false;
 		b.pause();
 	}
 }
@@ -286,7 +286,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 	detail::backoff b;
 	handle h{0, false, 0, 0, 0};
 	for (u32 round = 0;; round++) {
-		if (round > 0 && detail::globaltimer() > deadline) {
+		if (round > 0 && detail::expired(deadline, detail::abort_word(d))) {
 			fail_wait(d, base, K, index, w);
 			return h;
 		}
@@ -326,7 +326,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 				for (u32 i = 0;; i++) {
 					s = detail::ld_acquire_gpu(state_at(d, g));
 					if (!(s & state_busy)) break;
-					if ((i & 7) == 7 && detail::globaltimer() > deadline) {
+					if ((i & 7) == 7 && detail::expired(deadline, detail::abort_word(d))) {
 						atomicSub(state_at(d, g), n);
 						fail(d, L::ErrCodeTimeout, status_timeout, index, w);
 						return h;
@@ -354,7 +354,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		detail::count(d, L::StatMisses, 1);
 		// Miss. 1. set lock (short; no I/O under it)
 		u32 *lock = set_lock(d, set);
-		if (!take_lock(lock, deadline)) {
+		if (!take_lock(lock, deadline, detail::abort_word(d))) {
 			// Other misses of the set kept the lock; they too may be
 			// waiting for ways that stay held.
 			fail_wait(d, base, K, index, w);
@@ -450,7 +450,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 			const u32 st = write_line(d, victim, ow, deadline);
 			detail::count(d, L::StatWriteBacks, 1);
 			if (st != 0) {
-				take_lock(lock, deadline + d.timeout_ns);
+				take_lock(lock, deadline + d.timeout_ns, nullptr);  // restores the dirty line: not stopped by an abort
 				detail::st_relaxed_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
 				// The old tag at an even generation: the old data,
 				// untouched, is its tag's again.
@@ -494,7 +494,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n, u64 deadline, handle *h) {
 	const queue_desc &q = pick_queue(d);
 	u64 t;
-	if (!queue::reserve(q, deadline, &t)) return status_timeout;
+	if (detail::aborted(d) || !queue::reserve(q, deadline, &t, detail::abort_word(d))) return status_timeout;
 	const u32 shift = static_cast<u32>(d.line_shift);
 	const bool direct = n < d.direct_below;
 	u64 prp1, prp2;
@@ -509,7 +509,7 @@ __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n,
 	queue::issue(q, t, cmd);
 	detail::count(d, L::StatCommands, 1);
 	u32 status, dw0;
-	if (!queue::wait(q, t, deadline, &status, &dw0)) return status_timeout;
+	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return status_timeout;
 	if (!queue::status_ok(status) || direct) {
 		queue::retire(q, t);
 		return status;

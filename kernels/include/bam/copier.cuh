@@ -118,9 +118,11 @@ __device__ __forceinline__ bool running(u64 ring) {
 // running, or none left to take the job), or timed_out when the job's slot
 // stayed taken or a copier took the job but did not finish it by deadline
 // (the caller copies it itself and reports a timeout; the host then resets
-// the ring). The caller's
-// stores to src must be visible at gpu scope before the call.
-__device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src, u64 bytes, bool to_host, u64 deadline) {
+// the ring). The abort word at stop (optional) ends the waits as the
+// deadline does. The caller's stores to src must be visible at gpu scope
+// before the call.
+__device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src, u64 bytes, bool to_host, u64 deadline,
+                          const u32 *stop = nullptr) {
 	if (ring == 0) return declined;
 	if (!running(ring)) {
 		// Tells the host that the kernel wants a copier beside it.
@@ -142,7 +144,7 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 	if (detail::ld_acquire_gpu(word64(s, CL::CopierSeqOffset)) != t) {
 		atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierWaitedOffset)), 1ull);
 		for (u32 i = 0; detail::ld_acquire_gpu(word64(s, CL::CopierSeqOffset)) != t; i++) {
-			if ((i & 7) == 7 && detail::globaltimer() > deadline) return timed_out;
+			if ((i & 7) == 7 && detail::expired(deadline, stop)) return timed_out;
 			__nanosleep(ns);
 			if (ns < 1024) ns <<= 1;
 		}
@@ -166,8 +168,8 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 			return copied;
 		}
 		if ((i & 7) == 7) {
-			const u64 now = detail::globaltimer();
-			if (c == CL::CopierClaimOpen && (now > deadline || !running(ring))) {
+			const bool over = detail::expired(deadline, stop);
+			if (c == CL::CopierClaimOpen && (over || !running(ring))) {
 				if (atomicCAS(claim, static_cast<u32>(CL::CopierClaimOpen), static_cast<u32>(CL::CopierClaimDropped)) ==
 				    CL::CopierClaimOpen) {
 					atomicAdd(reinterpret_cast<unsigned long long *>(word64(ring, CL::CopierDroppedOffset)), 1ull);
@@ -175,7 +177,7 @@ __device__ inline u32 run(u64 ring, unsigned char *dst, const unsigned char *src
 				}
 				continue;  // taken meanwhile
 			}
-			if (c == CL::CopierClaimTaken && now > deadline) return timed_out;  // the slot stays used until the ring is reset
+			if (c == CL::CopierClaimTaken && over) return timed_out;  // the slot stays used until the ring is reset
 		}
 		__nanosleep(ns);
 		if (ns < 1024) ns <<= 1;

@@ -312,9 +312,10 @@ __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 }
 
 // reserve takes a ticket and waits until its slot may be used. Returns false
-// on timeout; the ticket is then lost and the queue needs a reset (the host
-// resets every queue after a failed launch).
-__device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket) {
+// on timeout, or once the abort word at stop (optional) is set; the ticket
+// is then lost and the queue needs a reset (the host resets every queue
+// after a failed launch).
+__device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket, const u32 *stop = nullptr) {
 	const u64 t = atomicAdd(reinterpret_cast<unsigned long long *>(word(q, V::TicketOffset)), 1ull);
 	const u64 mask = q.depth - 1;
 	const u32 sh = shift(q);
@@ -334,7 +335,7 @@ __device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket) {
 		}
 		u64 unused;
 		if (harvest(q, ~0ull, &unused) > 0) continue;
-		if ((i & 7) == 7 && detail::globaltimer() > deadline) return false;
+		if ((i & 7) == 7 && detail::expired(deadline, stop)) return false;
 		b.pause();
 	}
 	detail::st_relaxed_gpu(cid_record(q, pos) + V::CIDStateOffset / 8, static_cast<u64>(V::CIDInFlight));
@@ -416,9 +417,10 @@ __device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
 
 // wait polls t's CID record (helping to harvest) until its completion
 // arrives; *status receives the 15-bit NVMe status and *dw0 the
-// completion's dword 0. Returns false on timeout: the CID is abandoned and
-// freed when its completion comes.
-__device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *status, u32 *dw0) {
+// completion's dword 0. Returns false on timeout, or once the abort word
+// at stop (optional) is set: the CID is abandoned and freed when its
+// completion comes.
+__device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *status, u32 *dw0, const u32 *stop = nullptr) {
 	const u64 cid = t & (q.depth - 1);
 	u64 *state = cid_record(q, cid) + V::CIDStateOffset / 8;
 	// A result word never has bit 63 set (layout::vq), so ~0 means none.
@@ -440,7 +442,7 @@ __device__ inline bool wait(const queue_desc &q, u64 t, u64 deadline, u32 *statu
 		// Belt and braces for the doorbell: if the SQ tail has not passed
 		// this command yet, try to ring it ourselves.
 		if ((i & 15) == 15 && detail::ld_relaxed_gpu(word(q, V::SQTailOffset)) <= t) flush_tail(q);
-		if ((i & 7) == 7 && detail::globaltimer() > deadline) {
+		if ((i & 7) == 7 && detail::expired(deadline, stop)) {
 			if (atomicCAS(reinterpret_cast<unsigned long long *>(state), static_cast<unsigned long long>(V::CIDInFlight),
 			              static_cast<unsigned long long>(V::CIDAbandoned)) == V::CIDInFlight) {
 				*status = status_timeout;

@@ -35,7 +35,8 @@ struct error_record {
 	u64 lba;
 	u64 nsid;
 	u32 count;
-	u32 pad_[7];
+	u32 abort;  // set by the host (never by kernels) to stop every wait of the launch
+	u32 pad_[6];
 };
 
 // array_desc is everything bam::array<T> needs to find element i: the
@@ -104,6 +105,7 @@ BAM_CHECK_OFFSET(error_record, index, L::ErrorIndexOffset);
 BAM_CHECK_OFFSET(error_record, lba, L::ErrorLBAOffset);
 BAM_CHECK_OFFSET(error_record, nsid, L::ErrorNSIDOffset);
 BAM_CHECK_OFFSET(error_record, count, L::ErrorCountOffset);
+BAM_CHECK_OFFSET(error_record, abort, L::ErrorAbortOffset);
 static_assert(sizeof(error_record) == L::ErrorRecordBytes, "error_record size disagrees with layout.go");
 BAM_CHECK_OFFSET(array_desc, cache_meta, L::ArrayCacheMetaOffset);
 BAM_CHECK_OFFSET(array_desc, cache_data, L::ArrayCacheDataOffset);
@@ -135,8 +137,19 @@ static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagree
 
 namespace detail {
 
-// record_error keeps the first failure of a launch and counts the rest.
+// abort_word is the launch's abort word: the host sets it when the
+// launch's context ends, and every bounded wait given it (queue::reserve,
+// queue::wait, copier::run, the cache's own waits) then gives up as at
+// its deadline.
+__device__ __forceinline__ const u32 *abort_word(const array_desc &d) {
+	return &reinterpret_cast<const error_record *>(d.error)->abort;
+}
+__device__ __forceinline__ bool aborted(const array_desc &d) { return stopped(abort_word(d)); }
+
+// record_error keeps the first failure of a launch and counts the rest. A
+// timeout after the host set the abort word is recorded as an abort.
 __device__ __forceinline__ void record_error(const array_desc &d, u32 code, u32 status, u64 index, u64 lba, u64 nsid) {
+	if (code == L::ErrCodeTimeout && aborted(d)) code = L::ErrCodeAborted;
 	error_record *e = reinterpret_cast<error_record *>(d.error);
 	if (atomicAdd(&e->count, 1u) == 0) {
 		e->status = status;

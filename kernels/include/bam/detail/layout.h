@@ -306,6 +306,8 @@ inline constexpr unsigned long long ErrorLBAOffset = 16ull;
 inline constexpr unsigned long long ErrorNSIDOffset = 24ull;
 /// Error record: failures recorded.
 inline constexpr unsigned long long ErrorCountOffset = 32ull;
+/// Error record: abort word, set by the host to stop every wait of the launch.
+inline constexpr unsigned long long ErrorAbortOffset = 36ull;
 /// Size of the error record.
 inline constexpr unsigned long long ErrorRecordBytes = 64ull;
 /// Error code: none.
@@ -318,6 +320,8 @@ inline constexpr unsigned long long ErrCodeTimeout = 2ull;
 inline constexpr unsigned long long ErrCodeOutOfRange = 3ull;
 /// Error code: every way of a set referenced.
 inline constexpr unsigned long long ErrCodeCacheTooSmall = 4ull;
+/// Error code: a wait stopped by the host's abort word.
+inline constexpr unsigned long long ErrCodeAborted = 5ull;
 /// Statistics slots (by SM).
 inline constexpr unsigned long long StatsSlots = 64ull;
 /// Counters per statistics slot.

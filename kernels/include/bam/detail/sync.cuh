@@ -183,6 +183,15 @@ __device__ __forceinline__ u64 globaltimer() {
 	return t;
 }
 
+// stopped reports whether the abort word at stop (nullptr: none) is set.
+// The host writes the word with a copy while the kernel runs, so it is read
+// at gpu scope, past the multiprocessor's own cache.
+__device__ __forceinline__ bool stopped(const u32 *stop) { return stop != nullptr && ld_relaxed_gpu(stop) != 0; }
+
+// expired reports whether a wait bounded by deadline and stop must give
+// up: the deadline has passed or the abort word is set.
+__device__ __forceinline__ bool expired(u64 deadline, const u32 *stop) { return globaltimer() > deadline || stopped(stop); }
+
 // smid is the multiprocessor running the thread (for spreading counters).
 __device__ __forceinline__ u32 smid() {
 	u32 id;
