@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"time"
 	"unsafe"
 
@@ -111,8 +110,9 @@ type GPU[V VertexID] struct {
 	blocks  uint32
 	vs      string // "u32" or "u64"
 	// back holds two pinned buffers of one per-vertex array each, made on
-	// first use: results come back through them (readBack).
+	// first use: results come back through them (rb).
 	back [2]*cuda.HostMem
+	rb   *readBacker
 }
 
 // pinned returns pinned buffer i of at least n bytes, made (outside any
@@ -133,20 +133,6 @@ func (r *GPU[V]) pinned(i int, n uint64) (*cuda.HostMem, error) {
 	}
 	r.back[i] = b
 	return b, nil
-}
-
-// readBack copies len(dst) bytes of device memory m into dst through
-// pinned buffer buf: one copy at the link's rate, then the host's cores
-// copy into dst together. Reading straight into dst (pageable memory) goes
-// through the driver's own staging at a fraction of that rate, and a fresh
-// dst's pages are first touched by one thread.
-func readBack(ctx context.Context, m *cuda.DeviceMem, buf *cuda.HostMem, dst []byte) error {
-	n := len(dst)
-	src := buf.Bytes()[:n]
-	if err := m.Read(0, src); err != nil {
-		return err
-	}
-	return parallelRange(ctx, runtime.GOMAXPROCS(0), n, 4<<20, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // OpenGPU prepares graph name of the directory store s (opened from dir)
@@ -216,6 +202,9 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		return nil, err
 	}
 	r.cctx = r.eng.Context()
+	if r.rb, err = newReadBacker(r.cctx); err != nil {
+		return nil, err
+	}
 	if r.mod, err = r.eng.Module(KernelFamily); err != nil {
 		return nil, err
 	}
@@ -571,6 +560,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		return nil, err
 	}
 	start := time.Now()
+	depthAhead := allocAhead[int32](n)
 	if err := r.cctx.MemsetD32(depth.Ptr(), 0xffffffff, n); err != nil {
 		return nil, err
 	}
@@ -674,8 +664,10 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		res.Levels++
 		fa, fb = fb, fa
 	}
-	res.Depth = make([]int32, n)
-	if err := readBack(ctx, depth, back, cuda.AsBytes(res.Depth)); err != nil {
+	if res.Depth, err = depthAhead.get(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.rb.read(ctx, depth, back, cuda.AsBytes(res.Depth)); err != nil {
 		return nil, err
 	}
 	res.Elapsed = time.Since(start)
@@ -733,6 +725,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 		return nil, err
 	}
 	start := clock.at
+	finalAhead := allocAhead[V](n)
 	off := cuda.Ptr(r.dOff.Ptr())
 	compArg := cuda.Ptr(comp.Ptr())
 	compress := func() error {
@@ -809,8 +802,11 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	if err := compress(); err != nil {
 		return nil, err
 	}
-	final := make([]V, n)
-	if err := readBack(ctx, comp, back, cuda.AsBytes(final)); err != nil {
+	final, err := finalAhead.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.rb.read(ctx, comp, back, cuda.AsBytes(final)); err != nil {
 		return nil, err
 	}
 	if err := clock.done("read back"); err != nil {
@@ -825,7 +821,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	// rest of those outside the skipped component (by the labels after
 	// the first pass, in snap).
 	labels := final
-	if err := readBack(ctx, snap, back, cuda.AsBytes(labels)); err != nil {
+	if err := r.rb.read(ctx, snap, back, cuda.AsBytes(labels)); err != nil {
 		return nil, err
 	}
 	for v := uint64(0); v < n; v++ {
@@ -856,6 +852,9 @@ func (r *GPU[V]) Close() error {
 		if b != nil {
 			errs = append(errs, b.Free())
 		}
+	}
+	if r.rb != nil {
+		errs = append(errs, r.rb.close())
 	}
 	for _, a := range []*gpuengine.Array{r.arr, r.heads} {
 		if a != nil {
