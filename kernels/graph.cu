@@ -185,6 +185,11 @@ __device__ void bfs_expand_big(const u64 *__restrict__ offsets, E edges, const t
 // With from > 0 the graph's heads were checked first (bfs_claim_heads): a
 // vertex they did not settle reads its list from neighbour from on, and a
 // vertex of at most from neighbours reads nothing.
+//
+// The warp looks at its chunk's vertices 32 at a time, a lane each, and
+// reads the lists of only those a ballot names (unreached, with neighbours
+// left to read), one after the other: reached and isolated vertices (half
+// of a Kronecker graph's) cost a lane's loads, not a round of the warp.
 template <typename E>
 __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__restrict__ chunk_first, u64 chunks, E edges,
                                   u32 from, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
@@ -194,18 +199,27 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 	typename reader_of<E>::type rd(edges);
 	for (u64 c = warp_id(); c < chunks; c += grid_warps()) {
 		const u64 v1 = chunk_first[c + 1];
-		for (u64 v = chunk_first[c]; v < v1; v++) {
-			if (depth[v] != unreached) continue;  // warp-uniform: one address
-			const u64 start = offsets[v] + from, end = offsets[v + 1];
-			bool found = false;
-			for (u64 base = start; base < end && !found; base += 32) {
-				const u64 i = base + lane;
-				const bool parent = i < end && depth[rd[i]] == level;
-				found = __any_sync(bam::full_warp_mask, parent);
+		for (u64 vb = chunk_first[c]; vb < v1; vb += 32) {
+			const u64 u = vb + lane;
+			u64 my_start = 0, my_end = 0;
+			if (u < v1 && depth[u] == unreached) {
+				my_start = offsets[u] + from;
+				my_end = offsets[u + 1];
 			}
-			if (found && lane == 0) {
-				depth[v] = level + 1;
-				next[atomicAdd(next_len, 1ull)] = static_cast<V>(v);
+			for (u32 todo = __ballot_sync(bam::full_warp_mask, my_start < my_end); todo != 0; todo &= todo - 1) {
+				const u32 k = __ffs(todo) - 1;
+				const u64 start = __shfl_sync(bam::full_warp_mask, my_start, k);
+				const u64 end = __shfl_sync(bam::full_warp_mask, my_end, k);
+				bool found = false;
+				for (u64 base = start; base < end && !found; base += 32) {
+					const u64 i = base + lane;
+					const bool parent = i < end && depth[rd[i]] == level;
+					found = __any_sync(bam::full_warp_mask, parent);
+				}
+				if (found && lane == 0) {
+					depth[vb + k] = level + 1;
+					next[atomicAdd(next_len, 1ull)] = static_cast<V>(vb + k);
+				}
 			}
 		}
 		rd.release();  // hold no line between chunks
