@@ -74,7 +74,10 @@ __device__ __forceinline__ u64 grid_warps() { return bam::grid_threads() / 32; }
 // alone long after the others finished (a Kronecker graph's hubs hold
 // lists of a hundred thousand edges and more). bfs_expand puts them on a
 // list of their own instead, and bfs_expand_big then shares their edges
-// among all the grid's warps in segments of big_segment.
+// among all the grid's warps in segments of big_segment. Segments are
+// aligned to multiples of big_segment edges, not to the list's start, so
+// that a segment spans whole cache lines (4 KiB of 32-bit ids) and no two
+// warps wait for the same line's fill.
 //
 // The list: one 64-bit counter, the vertices listed in its high 32 bits
 // and their segments in its low 32 (a graph of fewer than 2^42 edges), so
@@ -136,7 +139,7 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 		const u64 start = offsets[v], end = offsets[v + 1];
 		if (end - start > big_list) {
 			if (lane == 0) {
-				const u64 segs = (end - start + big_segment - 1) / big_segment;
+				const u64 segs = (end + big_segment - 1) / big_segment - start / big_segment;
 				const u64 old = atomicAdd(big_count, (1ull << big_count_shift) | segs);
 				const u64 k = old >> big_count_shift;
 				big[k] = frontier[w];
@@ -166,8 +169,9 @@ __device__ void bfs_expand_big(const u64 *__restrict__ offsets, E edges, const t
 			if (big_first[mid] <= g) lo = mid; else hi = mid;
 		}
 		const u64 v = big[lo];
-		const u64 a = offsets[v] + (g - big_first[lo]) * big_segment;
-		expand_segment(rd, a, min(a + big_segment, offsets[v + 1]), depth, level, next, next_len);
+		const u64 start = offsets[v];
+		const u64 a = (start / big_segment + (g - big_first[lo])) * big_segment;
+		expand_segment(rd, max(a, start), min(a + big_segment, offsets[v + 1]), depth, level, next, next_len);
 		rd.release();
 	}
 }

@@ -533,9 +533,11 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	}
 	defer fb.Free()
 	// Frontier vertices with long lists and the number of their first
-	// segment (bfs_expand_big): at most one per bigList edges.
+	// segment (bfs_expand_big): at most one per bigList edges. Segments
+	// are aligned to bigSegment edges, so a list has at most one more than
+	// its length asks for.
 	m := r.Offsets[n]
-	if m/bigSegment >= 1<<32 {
+	if m/bigSegment+m/bigList+1 >= 1<<32 {
 		return nil, fmt.Errorf("graph: GPU BFS: %d edges are more than its long-list counter holds", m)
 	}
 	maxBig := m/bigList + 1
