@@ -26,22 +26,46 @@ using bam::u64;
 
 namespace {
 
-// Accessors: a reader per lane, created once per kernel thread.
+// Accessors: a reader per lane, created once per kernel thread. load
+// reads the elements i, i+32, ..., i+32(U-1) below end into u, or reports
+// (false, for the whole warp) that they are not in reach of plain loads;
+// the warp's lanes call it together, with consecutive i.
 template <typename V>
 struct mem_reader {
 	using vertex = V;
 	const V *p;
 	__device__ explicit mem_reader(const V *q) : p(q) {}
 	__device__ __forceinline__ V operator[](u64 i) { return p[i]; }
+	template <u32 U>
+	__device__ __forceinline__ bool load(u64 i, u64 end, V (&u)[U]) {
+#pragma unroll
+		for (u32 k = 0; k < U; k++)
+			if (i + 32 * k < end) u[k] = p[i + 32 * k];
+		return true;
+	}
 	__device__ __forceinline__ void release() {}
 };
 
+// bam_reader's load takes the lane's line (array_ref::span) and, when every
+// lane's elements lie in its line, reads them with plain loads, which the
+// compiler can overlap.
 template <typename V>
 struct bam_reader {
 	using vertex = V;
 	bam::array_ref<V> ref;
 	__device__ explicit bam_reader(bam::array<V> a) : ref(a) {}
 	__device__ __forceinline__ V operator[](u64 i) { return ref[i]; }
+	template <u32 U>
+	__device__ __forceinline__ bool load(u64 i, u64 end, V (&u)[U]) {
+		const u64 first = i < end ? i : end - 1;
+		const u64 last = i + 32 * (U - 1) < end ? i + 32 * (U - 1) : end - 1;
+		const bam::line_span<V> s = ref.span(first);
+		if (!__all_sync(bam::full_warp_mask, s.contains(last))) return false;
+#pragma unroll
+		for (u32 k = 0; k < U; k++)
+			if (i + 32 * k < end) u[k] = s[i + 32 * k];
+		return true;
+	}
 	__device__ __forceinline__ void release() { ref.release(); }
 };
 
@@ -72,9 +96,9 @@ __device__ __forceinline__ u64 grid_warps() { return bam::grid_threads() / 32; }
 // Top-down levels give a warp to each frontier vertex, except the vertices
 // whose lists are longer than big_list: one warp would walk such a list
 // alone long after the others finished (a Kronecker graph's hubs hold
-// lists of a hundred thousand edges and more). bfs_expand puts them on a
-// list of their own instead, and bfs_expand_big then shares their edges
-// among all the grid's warps in segments of big_segment. Segments are
+// lists of a hundred thousand edges and more). bfs_list_long lists them
+// first, and bfs_expand then shares their edges among all the grid's warps
+// in segments of big_segment, after the rest of the frontier. Segments are
 // aligned to multiples of big_segment edges, not to the list's start, so
 // that a segment spans whole cache lines (4 KiB of 32-bit ids) and no two
 // warps wait for the same line's fill.
@@ -83,7 +107,7 @@ __device__ __forceinline__ u64 grid_warps() { return bam::grid_threads() / 32; }
 // and their segments in its low 32 (a graph of fewer than 2^42 edges), so
 // that one atomicAdd gives a vertex both its place k and the number of
 // segments listed before it, big_first[k]: ascending in k, the table
-// bfs_expand_big searches to find the vertex of a segment.
+// bfs_expand searches to find the vertex of a segment.
 constexpr u64 big_list = 4096;
 constexpr u64 big_segment = 1024;
 constexpr u32 big_count_shift = 32;
@@ -105,74 +129,125 @@ __device__ __forceinline__ void append_found(bool found, V u, V *__restrict__ ne
 
 // expand_segment reads neighbours start..end-1 of a frontier vertex with the
 // warp's lanes (consecutive neighbours, coalesced) and claims the unreached
-// ones for the next level. Appends to next are aggregated per warp (one
-// atomicAdd a round).
+// ones for the next level. It takes expand_rounds rounds of 32 neighbours
+// at a time: their loads, then their depths, then their claims, each step's
+// memory accesses in flight together, where a round at a time waited for
+// each in turn; a warp then holds its line for a few latencies, not dozens,
+// and goes on to its next line sooner. The batch's appends to next take one
+// atomicAdd for the warp. A batch whose elements do not all lie in the
+// lines its lanes start in (edges on storage: a batch across a line's end)
+// goes a round at a time.
+constexpr u32 expand_rounds = 4;
+
 template <typename R>
 __device__ __forceinline__ void expand_segment(R &rd, u64 start, u64 end, u32 *__restrict__ depth, u32 level,
                                                typename R::vertex *__restrict__ next, unsigned long long *__restrict__ next_len) {
 	using V = typename R::vertex;
+	constexpr u32 U = expand_rounds;
 	const u32 lane = threadIdx.x & 31;
-	for (u64 base = start; base < end; base += 32) {
+	const u32 below = (1u << lane) - 1;  // the lanes before this one
+	for (u64 base = start; base < end; base += 32 * U) {
 		const u64 i = base + lane;
-		bool claimed = false;
-		V u = 0;
-		if (i < end) {
-			u = rd[i];
-			if (depth[u] == unreached) claimed = atomicCAS(&depth[u], unreached, level + 1) == unreached;
+		const u64 stop = min(base + 32 * U, end);
+		V u[U];
+		if (!rd.load(i, stop, u)) {
+			// The batch spans lines: a round at a time (warp-uniform).
+			for (u64 b = base; b < stop; b += 32) {
+				bool claimed = false;
+				V w = 0;
+				if (b + lane < stop) {
+					w = rd[b + lane];
+					if (depth[w] == unreached) claimed = atomicCAS(&depth[w], unreached, level + 1) == unreached;
+				}
+				append_found(claimed, w, next, next_len);
+			}
+			continue;
 		}
-		append_found(claimed, u, next, next_len);
+		u32 d[U];
+#pragma unroll
+		for (u32 k = 0; k < U; k++) d[k] = i + 32 * k < stop ? depth[u[k]] : 0;
+		bool claimed[U];
+#pragma unroll
+		for (u32 k = 0; k < U; k++)
+			claimed[k] = i + 32 * k < stop && d[k] == unreached && atomicCAS(&depth[u[k]], unreached, level + 1) == unreached;
+		u32 mask[U], total = 0;
+#pragma unroll
+		for (u32 k = 0; k < U; k++) {
+			mask[k] = __ballot_sync(bam::full_warp_mask, claimed[k]);
+			total += __popc(mask[k]);
+		}
+		if (total == 0) continue;  // warp-uniform
+		unsigned long long at = 0;
+		if (lane == 0) at = atomicAdd(next_len, (unsigned long long)total);
+		at = __shfl_sync(bam::full_warp_mask, at, 0);
+#pragma unroll
+		for (u32 k = 0; k < U; k++) {
+			if (claimed[k]) next[at + __popc(mask[k] & below)] = u[k];
+			at += __popc(mask[k]);
+		}
 	}
 }
 
-// bfs_expand: warp per frontier vertex; vertices with lists longer than
-// big_list go to big, with their first segment's number in big_first
-// (big_count is the packed counter above), for bfs_expand_big.
+// bfs_list_long: a thread per frontier vertex; the vertices with lists
+// longer than big_list go to big, with their first segment's number in
+// big_first (big_count is the packed counter above).
+template <typename V>
+__device__ void bfs_list_long(const u64 *__restrict__ offsets, const V *__restrict__ frontier, u64 n_frontier,
+                              V *__restrict__ big, u64 *__restrict__ big_first, unsigned long long *__restrict__ big_count) {
+	for (u64 w = bam::global_thread_id(); w < n_frontier; w += bam::grid_threads()) {
+		const u64 v = frontier[w];
+		const u64 start = offsets[v], end = offsets[v + 1];
+		if (end - start <= big_list) continue;
+		const u64 segs = (end + big_segment - 1) / big_segment - start / big_segment;
+		const u64 old = atomicAdd(big_count, (1ull << big_count_shift) | segs);
+		const u64 k = old >> big_count_shift;
+		big[k] = frontier[w];
+		big_first[k] = old & big_segs_mask;
+	}
+}
+
+// bfs_expand: a top-down level. Its items are the n_frontier frontier
+// vertices (a warp reads a list of at most big_list edges whole; longer
+// ones are skipped) and then the n_segs segments of the n_big long lists,
+// which bfs_list_long listed; a warp takes the next item from the counter
+// work when it is done with its last, so the warps that drew short lists
+// go on with the next ones and every warp stays busy until the level's
+// last segments. A warp finds the vertex of segment g by a binary search
+// of big_first (small, and read by every warp: it stays in the L2).
 template <typename E>
 __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ frontier,
                            u64 n_frontier, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
-                           unsigned long long *__restrict__ next_len, typename reader_of<E>::vertex *__restrict__ big,
-                           u64 *__restrict__ big_first, unsigned long long *__restrict__ big_count) {
+                           unsigned long long *__restrict__ next_len, const typename reader_of<E>::vertex *__restrict__ big,
+                           const u64 *__restrict__ big_first, u64 n_big, u64 n_segs, unsigned long long *__restrict__ work) {
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
-	for (u64 w = warp_id(); w < n_frontier; w += grid_warps()) {
-		const u64 v = frontier[w];
-		const u64 start = offsets[v], end = offsets[v + 1];
-		if (end - start > big_list) {
-			if (lane == 0) {
-				const u64 segs = (end + big_segment - 1) / big_segment - start / big_segment;
-				const u64 old = atomicAdd(big_count, (1ull << big_count_shift) | segs);
-				const u64 k = old >> big_count_shift;
-				big[k] = frontier[w];
-				big_first[k] = old & big_segs_mask;
+	const u64 items = n_frontier + n_segs;
+	while (true) {
+		unsigned long long item = 0;
+		if (lane == 0) item = atomicAdd(work, 1ull);
+		item = __shfl_sync(bam::full_warp_mask, item, 0);
+		if (item >= items) break;  // warp-uniform
+		u64 start, end;
+		if (item < n_frontier) {
+			const u64 v = frontier[item];
+			start = offsets[v];
+			end = offsets[v + 1];
+			if (end - start > big_list) continue;  // listed; read in segments
+		} else {
+			// The last k with big_first[k] <= g (big_first[0] is 0).
+			const u64 g = item - n_frontier;
+			u64 lo = 0, hi = n_big;
+			while (hi - lo > 1) {
+				const u64 mid = (lo + hi) / 2;
+				if (big_first[mid] <= g) lo = mid; else hi = mid;
 			}
-			continue;  // warp-uniform
+			const u64 v = big[lo];
+			const u64 first = offsets[v], a = (first / big_segment + (g - big_first[lo])) * big_segment;
+			start = max(a, first);
+			end = min(a + big_segment, offsets[v + 1]);
 		}
 		expand_segment(rd, start, end, depth, level, next, next_len);
 		rd.release();  // hold no line while idle: live references stay bounded by the active lists
-	}
-}
-
-// bfs_expand_big: the n_segs segments of big_segment edges of the n_big
-// listed vertices, dealt out to the warps in turn; a warp finds the vertex
-// of segment g by a binary search of big_first (small, and read by every
-// warp: it stays in the L2).
-template <typename E>
-__device__ void bfs_expand_big(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ big,
-                               const u64 *__restrict__ big_first, u64 n_big, u64 n_segs, u32 *__restrict__ depth, u32 level,
-                               typename reader_of<E>::vertex *__restrict__ next, unsigned long long *__restrict__ next_len) {
-	typename reader_of<E>::type rd(edges);
-	for (u64 g = warp_id(); g < n_segs; g += grid_warps()) {
-		// The last k with big_first[k] <= g (big_first[0] is 0).
-		u64 lo = 0, hi = n_big;
-		while (hi - lo > 1) {
-			const u64 mid = (lo + hi) / 2;
-			if (big_first[mid] <= g) lo = mid; else hi = mid;
-		}
-		const u64 v = big[lo];
-		const u64 start = offsets[v];
-		const u64 a = (start / big_segment + (g - big_first[lo])) * big_segment;
-		expand_segment(rd, max(a, start), min(a + big_segment, offsets[v + 1]), depth, level, next, next_len);
-		rd.release();
 	}
 }
 
@@ -392,25 +467,21 @@ __device__ void cc_compress(V *comp, u64 n) {
 }  // namespace
 
 #define GRAPH_KERNELS(VS, V)                                                                                        \
+	BAM_KERNEL void graph_bfs_list_long_##VS(const u64 *offsets, const V *frontier, u64 nf, V *big, u64 *big_first,   \
+	                                         unsigned long long *big_count) {                                      \
+		bfs_list_long(offsets, frontier, nf, big, big_first, big_count);                                             \
+	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *frontier, u64 nf,  \
-	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len, V *big,  \
-	                                            u64 *big_first, unsigned long long *big_count) {                     \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, big_count);          \
+	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len,          \
+	                                            const V *big, const u64 *big_first, u64 n_big, u64 n_segs,             \
+	                                            unsigned long long *work) {                                          \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, n_big, n_segs, work); \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_expand_##VS##_mem(const u64 *offsets, const V *edges, const V *frontier, u64 nf,       \
-	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len, V *big,  \
-	                                            u64 *big_first, unsigned long long *big_count) {                     \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, big_count);          \
-	}                                                                                                                \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_big_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *big,          \
-	                                                const u64 *big_first, u64 n_big, u64 n_segs, u32 *depth,        \
-	                                                u32 level, V *next, unsigned long long *next_len) {              \
-		bfs_expand_big(offsets, edges, big, big_first, n_big, n_segs, depth, level, next, next_len);                 \
-	}                                                                                                                \
-	BAM_KERNEL void graph_bfs_expand_big_##VS##_mem(const u64 *offsets, const V *edges, const V *big,                 \
-	                                                const u64 *big_first, u64 n_big, u64 n_segs, u32 *depth,        \
-	                                                u32 level, V *next, unsigned long long *next_len) {              \
-		bfs_expand_big(offsets, edges, big, big_first, n_big, n_segs, depth, level, next, next_len);                 \
+	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len,          \
+	                                            const V *big, const u64 *big_first, u64 n_big, u64 n_segs,             \
+	                                            unsigned long long *work) {                                          \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, n_big, n_segs, work); \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,       \
 	                                                    bam::array<V> edges, u32 from, u32 *depth, u32 level, V *next, \

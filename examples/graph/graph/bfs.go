@@ -48,6 +48,9 @@ type BFSLevel struct {
 	// BytesRead is what the GPU cache read from storage during the level
 	// (edges on storage only).
 	BytesRead uint64 `json:"bytes_read,omitempty"`
+	// LongLists counts the frontier's lists of more than 4096 edges on a
+	// GPU top-down level, which all warps read together in segments.
+	LongLists uint64 `json:"long_lists,omitempty"`
 }
 
 // Direction-optimizing BFS (Beamer, Asanović and Patterson, SC'12): on an

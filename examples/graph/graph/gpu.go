@@ -440,9 +440,9 @@ func (r *GPU[V]) ColdCache(ctx context.Context) error {
 	return r.eng.Invalidate(ctx)
 }
 
-// bigList and bigSegment mirror kernels/graph.cu: top-down levels leave
-// lists of more than bigList edges to bfs_expand_big, which deals them out
-// in segments of bigSegment edges.
+// bigList and bigSegment mirror kernels/graph.cu: top-down levels read
+// lists of more than bigList edges in segments of bigSegment edges, dealt
+// out to all warps (bfs_list_long, bfs_expand).
 const (
 	bigList    = 4096
 	bigSegment = 1024
@@ -533,7 +533,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	}
 	defer fb.Free()
 	// Frontier vertices with long lists and the number of their first
-	// segment (bfs_expand_big): at most one per bigList edges. Segments
+	// segment (bfs_list_long): at most one per bigList edges. Segments
 	// are aligned to bigSegment edges, so a list has at most one more than
 	// its length asks for.
 	m := r.Offsets[n]
@@ -551,7 +551,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		return nil, err
 	}
 	defer bigFirst.Free()
-	count, err := r.cctx.Alloc(16) // the next frontier's length, then big's counter (listed<<32 | segments)
+	count, err := r.cctx.Alloc(24) // the next frontier's length, big's counter (listed<<32 | segments), bfs_expand's work counter
 	if err != nil {
 		return nil, err
 	}
@@ -583,12 +583,12 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			headsMem.Free()
 		}
 	}()
-	fnBig := fmt.Sprintf("graph_bfs_expand_big_%s_%s", r.vs, kind)
+	fnLong := "graph_bfs_list_long_" + r.vs
 	res := &BFSResult{Source: src}
 	nf := uint64(1)
 	reached := uint64(1)
 	bottomUp, prev := false, uint64(0)
-	cb := make([]byte, 16)
+	cb := make([]byte, 24)
 	for level := uint32(0); nf > 0; level++ {
 		levelStart := time.Now()
 		before, err := r.filledBytes()
@@ -628,28 +628,28 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			}
 			res.BottomUpLevels++
 		} else {
-			if err := r.launch(ctx, fn, r.warps(nf), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
-				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()), cuda.Ptr(big.Ptr()),
-				cuda.Ptr(bigFirst.Ptr()), cuda.Ptr(count.Ptr().Add(8))); err != nil {
-				return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
+			// The long lists first, then the level in one kernel: the
+			// short lists a warp each, then the long ones in segments.
+			if err := r.launch(ctx, fnLong, r.threads(nf), cuda.Ptr(r.dOff.Ptr()), cuda.Ptr(fa.Ptr()), cuda.U64(nf),
+				cuda.Ptr(big.Ptr()), cuda.Ptr(bigFirst.Ptr()), cuda.Ptr(count.Ptr().Add(8))); err != nil {
+				return nil, fmt.Errorf("graph: GPU BFS level %d (long lists): %w", level, err)
 			}
 			if err := count.Read(0, cb); err != nil {
 				return nil, err
 			}
-			// The long lists the first kernel left, shared by all warps.
 			bc := *(*uint64)(unsafe.Pointer(&cb[8]))
-			if nBig, nSegs := bc>>32, bc&(1<<32-1); nBig > 0 {
-				if nBig > min(nf, maxBig) {
-					return nil, fmt.Errorf("graph: GPU BFS level %d: %d long lists in a frontier of %d", level, nBig, nf)
-				}
-				if err := r.launch(ctx, fnBig, r.warps(nSegs), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(big.Ptr()),
-					cuda.Ptr(bigFirst.Ptr()), cuda.U64(nBig), cuda.U64(nSegs), cuda.Ptr(depth.Ptr()), cuda.U32(level),
-					cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
-					return nil, fmt.Errorf("graph: GPU BFS level %d (long lists): %w", level, err)
-				}
-				if err := count.Read(0, cb); err != nil {
-					return nil, err
-				}
+			nBig, nSegs := bc>>32, bc&(1<<32-1)
+			if nBig > min(nf, maxBig) {
+				return nil, fmt.Errorf("graph: GPU BFS level %d: %d long lists in a frontier of %d", level, nBig, nf)
+			}
+			trace.LongLists = nBig
+			if err := r.launch(ctx, fn, r.warps(nf+nSegs), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
+				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()), cuda.Ptr(big.Ptr()),
+				cuda.Ptr(bigFirst.Ptr()), cuda.U64(nBig), cuda.U64(nSegs), cuda.Ptr(count.Ptr().Add(16))); err != nil {
+				return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
+			}
+			if err := count.Read(0, cb); err != nil {
+				return nil, err
 			}
 		}
 		nf = *(*uint64)(unsafe.Pointer(&cb[0]))
