@@ -32,7 +32,9 @@
 //
 // How the GPU kernels share the work: a top-down level gives a warp to each
 // frontier vertex, except that lists longer than 4096 edges (a Kronecker
-// graph's hubs) are cut into segments dealt out to every warp; a bottom-up
+// graph's hubs) are cut into segments of one line; the warps take the
+// short lists and then the segments from a counter, so none sits idle
+// while another still has work; a bottom-up
 // level (and CC's first pass on a graph without heads) give a warp the
 // vertices whose lists start in one cache line's worth of edges, so that a
 // warp's reads share a line. CC's first pass reads the heads array, 2N ids
