@@ -206,6 +206,15 @@ func TestPollUntilBounded(t *testing.T) {
 	if err != nil || calls != 3 {
 		t.Errorf("poll: %v after %d calls", err, calls)
 	}
+	// Work that ends after the back-to-back phase is seen by the sleeping one.
+	start = time.Now()
+	late := start.Add(3 * spinPolls)
+	if err := pollUntil(context.Background(), func() (bool, error) { return time.Now().After(late), nil }); err != nil {
+		t.Errorf("poll past the spin phase: %v", err)
+	}
+	if time.Now().Before(late) {
+		t.Error("poll returned before its work was done")
+	}
 	boom := errors.New("boom")
 	if err := pollUntil(context.Background(), func() (bool, error) { return false, boom }); !errors.Is(err, boom) {
 		t.Errorf("poll error: %v", err)

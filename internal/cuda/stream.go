@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -92,38 +93,41 @@ func (s *Stream) Wait(ctx context.Context) error {
 	return pollUntil(ctx, s.Done)
 }
 
-// maxPollPause caps pollUntil's pause, and with it how late a wait can
-// notice that the work is done: with a cap of 1 ms, a wait on a kernel of
-// tens of milliseconds returned up to 1 ms after it ended, a cost paid
-// once per launch (a BFS launches a few kernels per level). A query of the
-// stream every 50 µs costs a few percent of one core.
-const maxPollPause = 50 * time.Microsecond
+// Waits poll: the driver's queries are cheap (about a microsecond) and a
+// query, unlike a blocking synchronisation, leaves the wait free to notice
+// that its context ended. How soon a wait sees that the work is done
+// decides what a short kernel costs: a BFS or CC launches several kernels
+// per level, many of them shorter than a millisecond.
+//
+// A Go timer is no use for the pauses between queries: the runtime sleeps
+// in epoll with millisecond resolution, so on an otherwise idle process a
+// timer of 8-50 µs fired after 0.6-1.1 ms. So a wait first queries back to
+// back, yielding the processor between queries, for spinPolls; then it
+// sleeps pollPause between queries in the kernel's nanosleep (sleepFor),
+// which returns within the kernel's timer slack (some 50-80 µs).
+const (
+	spinPolls = 500 * time.Microsecond
+	pollPause = 20 * time.Microsecond
+)
 
-// pollUntil calls done with a growing pause (1 µs to maxPollPause) until
-// it returns true or an error, or ctx ends.
+// pollUntil calls done until it returns true or an error, or ctx ends:
+// back to back for spinPolls, then every pollPause (plus the sleep's
+// slack). ctx is checked between calls.
 func pollUntil(ctx context.Context, done func() (bool, error)) error {
-	pause := time.Microsecond
-	var t *time.Timer
+	start := time.Now()
 	for {
 		ok, err := done()
 		if err != nil || ok {
-			if t != nil {
-				t.Stop()
-			}
 			return err
 		}
-		if t == nil {
-			t = time.NewTimer(pause)
-		} else {
-			t.Reset(pause)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cuda: waiting for queued work: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("cuda: waiting for queued work: %w", ctx.Err())
-		case <-t.C:
+		if time.Since(start) < spinPolls {
+			runtime.Gosched()
+			continue
 		}
-		pause = min(2*pause, maxPollPause)
+		sleepFor(pollPause)
 	}
 }
 
