@@ -500,6 +500,19 @@ func (t *Target) Kick(qid uint16) {
 	}
 }
 
+// Rest tells the Target that no submitter will ring a doorbell before its
+// next Kick: a worker with nothing to do parks at once instead of polling
+// for TargetConfig.Spin. A host that launches GPU kernels calls it when a
+// kernel has ended, so that the workers' polling does not take the cores
+// the host's own work after the kernel needs. Commands already fetched are
+// finished as usual, and a doorbell rung without a Kick is still found
+// within TargetConfig.IdlePoll.
+func (t *Target) Rest() {
+	for _, w := range t.workers {
+		w.resting.Store(true)
+	}
+}
+
 // Err returns the host protocol error that stopped queue qid, nil while it
 // is healthy, or an ErrNoQueue error for a queue the Target does not serve.
 func (t *Target) Err(qid uint16) error {
@@ -765,6 +778,7 @@ type worker struct {
 	id       int
 	queues   atomic.Pointer[[]*queue]
 	sleeping atomic.Bool
+	resting  atomic.Bool // set by Rest, cleared by kick: park without spinning
 	wake     chan struct{}
 	ectx     execCtx
 	cmd      Command // the command being dispatched; see serve
@@ -779,6 +793,7 @@ type worker struct {
 }
 
 func (w *worker) kick() {
+	w.resting.Store(false)
 	if w.sleeping.Load() {
 		select {
 		case w.wake <- struct{}{}:
@@ -818,7 +833,7 @@ func (w *worker) pending() bool {
 }
 
 // run is the worker loop. Idle policy: after the last command, poll for
-// Spin (see poll), then park on the wake channel with a
+// Spin (see poll; not at all after Rest), then park on the wake channel with a
 // timeout that starts at 20µs and doubles up to IdlePoll. A Kick or work
 // found resets the policy. A parked worker costs one timer wake-up per
 // IdlePoll.
@@ -853,15 +868,20 @@ func (w *worker) run() {
 			spinning = true
 			idleSince = time.Now()
 		}
-		if time.Since(idleSince) < t.cfg.Spin {
+		rested := w.resting.Load()
+		if time.Since(idleSince) < t.cfg.Spin && !rested {
 			w.poll()
 			continue
 		}
-		// Park. Setting sleeping before the final check pairs with
-		// Kick's store-doorbell-then-load-sleeping: one side sees the other.
+		// Park. Setting sleeping before the final checks pairs with
+		// Kick's store-doorbell-then-load-sleeping and with kick's
+		// clear-resting-then-load-sleeping: one side sees the other. A
+		// kick that ended a rest meanwhile means a kernel is starting:
+		// spin for it instead.
 		w.sleeping.Store(true)
-		if w.pending() {
+		if w.pending() || (rested && !w.resting.Load()) {
 			w.sleeping.Store(false)
+			spinning = false
 			continue
 		}
 		timer.Reset(park)

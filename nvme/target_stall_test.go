@@ -286,6 +286,7 @@ type stallConfig struct {
 	slowHarvest     time.Duration // see gpuLikeQueue.slowHarvest (every 8th harvest)
 	delay           time.Duration // every 5th command is delayed this long (off the worker)
 	resetEvery      int           // reset every queue pair after this many rounds (0: never)
+	rest            bool          // Rest after every round, as the GPU engine does after a kernel, and in odd rounds also right after the Kick
 }
 
 // TestTargetGPULikeNoStall checks that no command submitted by GPU-style
@@ -312,6 +313,11 @@ func TestTargetGPULikeNoStall(t *testing.T) {
 		{"shared workers", stallConfig{queues: 6, workers: 2, depth: 4, submitters: 48,
 			spin: 500 * time.Microsecond, idlePoll: 200 * time.Microsecond,
 			launchDelay: 3 * time.Millisecond, idle: time.Millisecond, perRound: 6, resetEvery: 5}},
+		// Rest parks the workers at once; in odd rounds it comes after
+		// the Kick, so the round's doorbells are found only by polling.
+		{"rest", stallConfig{queues: 4, workers: 4, depth: 8, submitters: 64,
+			spin: 2 * time.Millisecond, idlePoll: 200 * time.Microsecond,
+			launchDelay: 3 * time.Millisecond, idle: 500 * time.Microsecond, perRound: 4, rest: true}},
 		{"executors", stallConfig{queues: 3, workers: 2, depth: 16, submitters: 48, executors: 2,
 			spin: time.Millisecond, idlePoll: 200 * time.Microsecond,
 			launchDelay: 4 * time.Millisecond, idle: 2 * time.Millisecond, perRound: 4,
@@ -393,6 +399,9 @@ func testGPULikeNoStall(t *testing.T, cfg stallConfig) {
 		for _, q := range qs {
 			tg.Kick(q.qp.ID)
 		}
+		if cfg.rest && round%2 == 1 {
+			tg.Rest()
+		}
 		var wg sync.WaitGroup
 		for g := 0; g < cfg.submitters; g++ {
 			q := qs[g%len(qs)]
@@ -431,6 +440,9 @@ func testGPULikeNoStall(t *testing.T, cfg stallConfig) {
 			})
 		}
 		wg.Wait()
+		if cfg.rest {
+			tg.Rest()
+		}
 		if cfg.resetEvery > 0 && round%cfg.resetEvery == cfg.resetEvery-1 && len(failures) == 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			for _, q := range qs {
@@ -476,4 +488,37 @@ func describeTarget(tg *Target) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// TestTargetRestParks checks that Rest parks workers that would otherwise
+// poll for a whole Spin (an hour here).
+func TestTargetRestParks(t *testing.T) {
+	tg, err := NewTarget(TargetConfig{Workers: 3, Spin: time.Hour, Logger: quietLogger}, NewDMASpace())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	parked := func() bool {
+		for _, w := range tg.workers {
+			if !w.sleeping.Load() {
+				return false
+			}
+		}
+		return true
+	}
+	time.Sleep(20 * time.Millisecond)
+	if parked() {
+		t.Fatal("workers parked within their Spin without a Rest")
+	}
+	tg.Rest()
+	deadline := time.Now().Add(5 * time.Second)
+	for !parked() {
+		if time.Now().After(deadline) {
+			t.Fatal("workers still polling 5s after Rest")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

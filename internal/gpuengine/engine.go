@@ -603,8 +603,9 @@ func (e *Engine) Config() Config { return e.cfg }
 // Sets returns the number of sets of the default cache.
 func (e *Engine) Sets() uint64 { return e.caches[0].sets }
 
-// Module returns the loaded module of a kernel family other than "array"
-// (the engine's own), loading it on first use.
+// Module loads the module of a kernel family other than "array" (the
+// engine's own) into the engine's context. Each call loads a new copy,
+// which the caller owns and unloads.
 func (e *Engine) Module(family string) (*cuda.Module, error) {
 	ptx, err := kernels.PTX(family)
 	if err != nil {
@@ -679,6 +680,12 @@ func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg 
 	}
 	bound := 4*e.cfg.Timeout + 30*time.Second
 	kerr := e.runKernel(ctx, bound, start, end, fn, cfg, args...)
+	if kerr == nil {
+		// The kernel has ended, so no doorbell rings before the next
+		// launch's Kick: the Target's workers park now instead of polling
+		// every core for their Spin while the caller goes on.
+		e.target.Rest()
+	}
 	var aborted *abortedError
 	if errors.As(kerr, &aborted) {
 		// The kernel has stopped; its waits may have abandoned commands
