@@ -105,6 +105,9 @@ func TestGPULaunchChecksArgs(t *testing.T) {
 	ctx := cudatest.Device(t)
 	m := cudatest.Module(t, ctx, kernels.FamilyBasic)
 	f := cudatest.Function(t, m, kernels.FillPatternU64)
+	if again, err := m.Function(kernels.FillPatternU64); err != nil || again != f {
+		t.Errorf("a second lookup of %s gave %p (%v), want the first's %p", kernels.FillPatternU64, again, err, f)
+	}
 	dev := cudatest.Alloc(t, ctx, 8)
 	cfg := cuda.Linear(1, 32, 1)
 	// Wrong launches that would still run correctly unchecked (the driver

@@ -25,6 +25,9 @@ type Module struct {
 	h        C.bam_CUmodule
 	infoLog  string
 	unloaded atomic.Bool
+
+	mu  sync.Mutex
+	fns map[string]*Function // looked up so far, by name
 }
 
 // LoadPTX JIT-compiles PTX text for the context's device and loads it. On
@@ -87,11 +90,17 @@ func (m *Module) Unload() error {
 	return check("cuModuleUnload", C.bam_cuModuleUnload(h, m.h))
 }
 
-// Function returns the kernel with the given (extern "C") name.
+// Function returns the kernel with the given (extern "C") name: the same
+// *Function on every call for that name, so callers may key state by it.
 func (m *Module) Function(name string) (*Function, error) {
 	h, err := m.handle()
 	if err != nil {
 		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.fns[name]; ok {
+		return f, nil
 	}
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
@@ -99,7 +108,12 @@ func (m *Module) Function(name string) (*Function, error) {
 	if err := check("cuModuleGetFunction", C.bam_cuModuleGetFunction(h, &f, m.h, cs)); err != nil {
 		return nil, fmt.Errorf("cuda: kernel %q: %w", name, err)
 	}
-	return &Function{mod: m, h: f, name: name}, nil
+	fn := &Function{mod: m, h: f, name: name}
+	if m.fns == nil {
+		m.fns = map[string]*Function{}
+	}
+	m.fns[name] = fn
+	return fn, nil
 }
 
 // Global returns the address and size of a __device__ variable.
