@@ -64,8 +64,10 @@
 // wake channel with a timeout that starts at 20µs and doubles up to
 // TargetConfig.IdlePoll. Kick wakes a parked worker at once (CPU submitters
 // call it after ringing a doorbell); submitters that cannot call it (GPU
-// threads) are found by the timeout poll. An idle Target costs one timer
-// wake-up per worker per IdlePoll.
+// threads) are found by the timeout poll. Rest, called by a host that
+// knows no doorbell will ring before its next Kick (a GPU kernel has
+// ended), parks idle workers at once instead of after Spin. An idle Target
+// costs one timer wake-up per worker per IdlePoll.
 //
 // # Invariants
 //
