@@ -101,7 +101,7 @@ func (s *Stream) Wait(ctx context.Context) error {
 //
 // A Go timer is no use for the pauses between queries: the runtime sleeps
 // in epoll with millisecond resolution, so on an otherwise idle process a
-// timer of 8-50 µs fired after 0.6-1.1 ms. So a wait first queries back to
+// timer of 8-50 µs fired after 0.2-1.1 ms. So a wait first queries back to
 // back, yielding the processor between queries, for spinPolls; then it
 // sleeps pollPause between queries in the kernel's nanosleep (sleepFor),
 // which returns within the kernel's timer slack (some 50-80 µs).
