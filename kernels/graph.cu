@@ -13,10 +13,11 @@
 // graphs the levels with large frontiers go bottom-up instead (every
 // unreached vertex looks for a parent and stops at the first, among the
 // graph's heads array first where it has one). CC is Afforest:
-// link every vertex to its first neighbours (from the graph's heads array,
-// a neighbour a round with a compress after each, or from the edges for
-// graphs without one), compress, then link the remaining neighbours of
-// vertices outside the largest component and compress; links hook the
+// link every vertex to two of its neighbours, a neighbour a round with a
+// compress after each (its heads, from the graph's heads array, or its
+// first neighbours, from the edges, for graphs without one), then link the
+// remaining neighbours of vertices outside the largest component and
+// compress; links hook the
 // larger root under the smaller, so labels end as the smallest vertex id of
 // each component.
 #include "bam/array.cuh"
@@ -25,6 +26,16 @@ using bam::u32;
 using bam::u64;
 
 namespace {
+
+// window is a run of elements a lane reads with plain loads: element i,
+// first <= i < end, is p[i - first].
+template <typename V>
+struct window {
+	const V *p;
+	u64 first, end;
+	__device__ __forceinline__ bool contains(u64 a, u64 b) const { return a >= first && b <= end; }  // [a, b)
+	__device__ __forceinline__ V operator[](u64 i) const { return p[i - first]; }
+};
 
 // Accessors: a reader per lane, created once per kernel thread. load
 // reads the elements i, i+32, ..., i+32(U-1) below end into u, or reports
@@ -43,6 +54,9 @@ struct mem_reader {
 			if (i + 32 * k < end) u[k] = p[i + 32 * k];
 		return true;
 	}
+	// window(i): every element (the warp's lanes call it together, as
+	// bam_reader's).
+	__device__ __forceinline__ window<V> window_at(u64) { return window<V>{p, 0, ~0ull}; }
 	__device__ __forceinline__ void release() {}
 };
 
@@ -65,6 +79,13 @@ struct bam_reader {
 		for (u32 k = 0; k < U; k++)
 			if (i + 32 * k < end) u[k] = s[i + 32 * k];
 		return true;
+	}
+	// window_at holds element i's line and returns its elements (none
+	// where the access failed, recorded as for operator[]); the warp's
+	// lanes call it together, with the same i: one acquire.
+	__device__ __forceinline__ window<V> window_at(u64 i) {
+		const bam::line_span<V> s = ref.span(i);
+		return window<V>{reinterpret_cast<const V *>(s.bytes), s.first, s.end};
 	}
 	__device__ __forceinline__ void release() { ref.release(); }
 };
@@ -127,6 +148,12 @@ __device__ __forceinline__ void append_found(bool found, V u, V *__restrict__ ne
 	}
 }
 
+// warp_total adds the (whole) warp's x to *total with one atomicAdd.
+__device__ __forceinline__ void warp_total(u64 x, unsigned long long *total) {
+	for (u32 d = 16; d > 0; d /= 2) x += __shfl_down_sync(bam::full_warp_mask, x, d);
+	if ((threadIdx.x & 31) == 0 && x != 0) atomicAdd(total, (unsigned long long)x);
+}
+
 // expand_segment reads neighbours start..end-1 of a frontier vertex with the
 // warp's lanes (consecutive neighbours, coalesced) and claims the unreached
 // ones for the next level. It takes expand_rounds rounds of 32 neighbours
@@ -136,12 +163,15 @@ __device__ __forceinline__ void append_found(bool found, V u, V *__restrict__ ne
 // and goes on to its next line sooner. The batch's appends to next take one
 // atomicAdd for the warp. A batch whose elements do not all lie in the
 // lines its lanes start in (edges on storage: a batch across a line's end)
-// goes a round at a time.
+// goes a round at a time. The degrees of the vertices a lane claims add up
+// in scout (the level's scout count, which direction reads: the edges of
+// the next frontier's lists).
 constexpr u32 expand_rounds = 4;
 
 template <typename R>
-__device__ __forceinline__ void expand_segment(R &rd, u64 start, u64 end, u32 *__restrict__ depth, u32 level,
-                                               typename R::vertex *__restrict__ next, unsigned long long *__restrict__ next_len) {
+__device__ __forceinline__ void expand_segment(R &rd, const u64 *__restrict__ offsets, u64 start, u64 end, u32 *__restrict__ depth,
+                                               u32 level, typename R::vertex *__restrict__ next,
+                                               unsigned long long *__restrict__ next_len, u64 &scout) {
 	using V = typename R::vertex;
 	constexpr u32 U = expand_rounds;
 	const u32 lane = threadIdx.x & 31;
@@ -159,6 +189,7 @@ __device__ __forceinline__ void expand_segment(R &rd, u64 start, u64 end, u32 *_
 					w = rd[b + lane];
 					if (depth[w] == unreached) claimed = atomicCAS(&depth[w], unreached, level + 1) == unreached;
 				}
+				if (claimed) scout += offsets[w + 1] - offsets[w];
 				append_found(claimed, w, next, next_len);
 			}
 			continue;
@@ -175,6 +206,7 @@ __device__ __forceinline__ void expand_segment(R &rd, u64 start, u64 end, u32 *_
 		for (u32 k = 0; k < U; k++) {
 			mask[k] = __ballot_sync(bam::full_warp_mask, claimed[k]);
 			total += __popc(mask[k]);
+			if (claimed[k]) scout += offsets[u[k] + 1] - offsets[u[k]];
 		}
 		if (total == 0) continue;  // warp-uniform
 		unsigned long long at = 0;
@@ -218,10 +250,12 @@ template <typename E>
 __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typename reader_of<E>::vertex *__restrict__ frontier,
                            u64 n_frontier, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
                            unsigned long long *__restrict__ next_len, const typename reader_of<E>::vertex *__restrict__ big,
-                           const u64 *__restrict__ big_first, u64 n_big, u64 n_segs, unsigned long long *__restrict__ work) {
+                           const u64 *__restrict__ big_first, u64 n_big, u64 n_segs, unsigned long long *__restrict__ work,
+                           unsigned long long *__restrict__ scout_total) {
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
 	const u64 items = n_frontier + n_segs;
+	u64 scout = 0;
 	while (true) {
 		unsigned long long item = 0;
 		if (lane == 0) item = atomicAdd(work, 1ull);
@@ -246,9 +280,10 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 			start = max(a, first);
 			end = min(a + big_segment, offsets[v + 1]);
 		}
-		expand_segment(rd, start, end, depth, level, next, next_len);
+		expand_segment(rd, offsets, start, end, depth, level, next, next_len, scout);
 		rd.release();  // hold no line while idle: live references stay bounded by the active lists
 	}
+	warp_total(scout, scout_total);
 }
 
 // bfs_claim_parents is BFS's bottom-up step (Beamer's direction-optimizing
@@ -257,66 +292,112 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 // whose lists start in one chunk of a cache line's edges (chunk_first, as
 // cc_link_first), so the lists it reads share one line; the lanes read
 // consecutive neighbours (coalesced). The vertices it reaches are appended
-// to next (one atomicAdd per warp and vertex found), so the following
+// to next, so the following
 // level may go top-down again. It needs the reverse of every edge (an
 // undirected graph): the parent found is an in-neighbour.
 //
-// With from > 0 the graph's heads were checked first (bfs_claim_heads): a
-// vertex they did not settle reads its list from neighbour from on, and a
-// vertex of at most from neighbours reads nothing.
+// With settled > 0 the graph's heads were checked first (bfs_claim_heads):
+// a vertex of at most settled neighbours had its whole list among them and
+// reads nothing; the others read their lists from the start (the heads are
+// any of a vertex's neighbours, HeadsOf: its hubs).
 //
-// The warp looks at its chunk's vertices 32 at a time, a lane each, and
-// reads the lists of only those a ballot names (unreached, with neighbours
-// left to read), one after the other: reached and isolated vertices (half
-// of a Kronecker graph's) cost a lane's loads, not a round of the warp.
+// The warp looks at its chunk's vertices 32 at a time, a lane each. A
+// lane whose vertex is unreached and whose list of at most lane_list
+// neighbours lies in the chunk's line reads it alone, four neighbours at a
+// time with plain loads from the line, which the warp holds for them
+// (window_at): a line of a Kronecker graph holds up to hundreds of short
+// lists, which one after the other would keep the warp, and its line, for
+// hundreds of latencies. The lists left (longer, or running into the next
+// line) are read by the whole warp one after the other, its lanes on
+// consecutive neighbours. Reached and isolated vertices (half of a
+// Kronecker graph's) cost a lane's loads, not a round of the warp. The
+// degrees of the vertices found add up in scout_total, as top-down levels
+// count them (expand_segment).
+constexpr u64 lane_list = 32;
+
 template <typename E>
-__device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__restrict__ chunk_first, u64 chunks, E edges,
-                                  u32 from, u32 *__restrict__ depth, u32 level, typename reader_of<E>::vertex *__restrict__ next,
-                                  unsigned long long *__restrict__ next_len) {
+__device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__restrict__ chunk_first, u64 chunks,
+                                  u64 chunk_edges, E edges, u32 settled, u32 *__restrict__ depth, u32 level,
+                                  typename reader_of<E>::vertex *__restrict__ next, unsigned long long *__restrict__ next_len,
+                                  unsigned long long *__restrict__ scout_total) {
 	using V = typename reader_of<E>::vertex;
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
+	u64 scout = 0;  // the degrees of the vertices this lane found
 	for (u64 c = warp_id(); c < chunks; c += grid_warps()) {
 		const u64 v1 = chunk_first[c + 1];
+		const u64 line_first = c * chunk_edges, line_end = line_first + chunk_edges;
 		for (u64 vb = chunk_first[c]; vb < v1; vb += 32) {
 			const u64 u = vb + lane;
 			u64 my_start = 0, my_end = 0;
 			if (u < v1 && depth[u] == unreached) {
-				my_start = offsets[u] + from;
+				my_start = offsets[u];
 				my_end = offsets[u + 1];
+				if (my_end - my_start <= settled) my_start = my_end;
 			}
-			for (u32 todo = __ballot_sync(bam::full_warp_mask, my_start < my_end); todo != 0; todo &= todo - 1) {
+			bool alone = my_start < my_end && my_end - my_start <= lane_list && my_start >= line_first && my_end <= line_end;
+			bool found = false;
+			if (__any_sync(bam::full_warp_mask, alone)) {  // warp-uniform
+				const window<V> w = rd.window_at(line_first);
+				alone = alone && w.contains(my_start, my_end);
+				for (u64 i = my_start; alone && i < my_end && !found; i += 4) {
+					V x[4];
+#pragma unroll
+					for (u32 k = 0; k < 4; k++) x[k] = w[i + k < my_end ? i + k : i];
+#pragma unroll
+					for (u32 k = 0; k < 4; k++) found = found || (i + k < my_end && depth[x[k]] == level);
+				}
+				if (found) {
+					depth[u] = level + 1;
+					scout += my_end - my_start;
+				}
+			}
+			append_found(found, static_cast<V>(u), next, next_len);
+			for (u32 todo = __ballot_sync(bam::full_warp_mask, my_start < my_end && !alone); todo != 0; todo &= todo - 1) {
 				const u32 k = __ffs(todo) - 1;
 				const u64 start = __shfl_sync(bam::full_warp_mask, my_start, k);
 				const u64 end = __shfl_sync(bam::full_warp_mask, my_end, k);
-				bool found = false;
-				for (u64 base = start; base < end && !found; base += 32) {
+				bool hit = false;
+				for (u64 base = start; base < end && !hit; base += 32) {
 					const u64 i = base + lane;
 					const bool parent = i < end && depth[rd[i]] == level;
-					found = __any_sync(bam::full_warp_mask, parent);
+					hit = __any_sync(bam::full_warp_mask, parent);
 				}
-				if (found && lane == 0) {
+				if (hit && lane == 0) {
 					depth[vb + k] = level + 1;
 					next[atomicAdd(next_len, 1ull)] = static_cast<V>(vb + k);
+					scout += end - start;
 				}
 			}
 		}
 		rd.release();  // hold no line between chunks
 	}
+	warp_total(scout, scout_total);
 }
 
 // bfs_claim_heads is the first half of a bottom-up step on a graph with a
-// heads array (per entries a vertex: its first neighbours, padded with its
-// own id, in GPU or pinned memory): a thread per unreached vertex looks for
-// a parent among its heads, and bfs_claim_parents then reads the lists of
-// only the vertices left, from neighbour per on. On a Kronecker graph the
-// large bottom-up level finds the parent of nearly every vertex of more
-// than per neighbours among its first ones, and those of the rest are all
-// in the heads: the level then reads the heads (2N ids) instead of most
-// lines of the edges. Appends to next are aggregated per warp.
+// heads array (per entries a vertex: its neighbours of the highest degree,
+// padded with its own id, in GPU or pinned memory): a thread per unreached
+// vertex looks for a parent among its heads, and bfs_claim_parents then
+// reads the lists of only the vertices left with more than per neighbours.
+// On a Kronecker graph the large bottom-up levels find the parent of nearly
+// every vertex among its heads, the hubs, which hold the frontier: the
+// level then reads the heads (2N ids) instead of most lines of the edges.
+// Appends to next are aggregated per warp; the degrees of the vertices
+// found add up in scout_total.
+//
+// With lines set (a bitmap of the chunks of line_edges edges, zeroed), it
+// also measures what bfs_claim_parents would read next: the vertices left
+// with more than per neighbours mark the chunk their list starts in, and
+// scan_lines counts the chunks marked. The runner compares that with the
+// lines a top-down step would read and takes the cheaper for the vertices
+// the heads did not settle.
 template <typename V>
-__device__ void bfs_claim_heads(const V *__restrict__ heads, u64 n, u32 per, u32 *__restrict__ depth, u32 level,
-                                V *__restrict__ next, unsigned long long *__restrict__ next_len) {
+__device__ void bfs_claim_heads(const V *__restrict__ heads, const u64 *__restrict__ offsets, u64 n, u32 per,
+                                u32 *__restrict__ depth, u32 level, V *__restrict__ next,
+                                unsigned long long *__restrict__ next_len, unsigned long long *__restrict__ scout_total,
+                                u64 line_edges, u32 *__restrict__ lines, unsigned long long *__restrict__ scan_lines) {
+	u64 scout = 0, marked = 0;
 	// Every lane runs the same number of rounds, so the warp stays whole
 	// for the ballot.
 	const u64 rounds = (n + bam::grid_threads() - 1) / bam::grid_threads();
@@ -325,10 +406,22 @@ __device__ void bfs_claim_heads(const V *__restrict__ heads, u64 n, u32 per, u32
 		bool found = false;
 		if (v < n && depth[v] == unreached) {
 			for (u32 r = 0; r < per && !found; r++) found = depth[heads[v * per + r]] == level;
-			if (found) depth[v] = level + 1;
+			if (found || lines != nullptr) {
+				const u64 start = offsets[v], degree = offsets[v + 1] - start;
+				if (found) {
+					depth[v] = level + 1;
+					scout += degree;
+				} else if (degree > per) {
+					const u64 c = start / line_edges;
+					const u32 bit = 1u << (c & 31);
+					if (!(atomicOr(&lines[c / 32], bit) & bit)) marked++;
+				}
+			}
 		}
 		append_found(found, static_cast<V>(v), next, next_len);
 	}
+	warp_total(scout, scout_total);
+	if (lines != nullptr) warp_total(marked, scan_lines);
 }
 
 // CC (Afforest) on labels of the vertex type. A label never exceeds its
@@ -423,13 +516,16 @@ __device__ void cc_snapshot(const V *__restrict__ comp, u64 n, V *__restrict__ s
 	for (u64 i = bam::global_thread_id(); i < k; i += bam::grid_threads()) out[i] = comp[idx[i]];
 }
 
-// cc_link_rest links neighbours from..degree-1 of every vertex whose label
-// is not skip (skip = ~0: no vertex skipped). A warp takes 32 consecutive
+// cc_link_rest links neighbours from..degree-1 of every vertex of more than
+// done neighbours whose label is not skip (skip = ~0: no vertex skipped):
+// after a first pass over the first neighbours, from = done = 2; after one
+// over the heads, which are any two neighbours (all of a vertex of at most
+// two), from = 0 and done = 2. A warp takes 32 consecutive
 // vertices at a time, each lane checking one (label and degree), then
 // reads the lists of those left one after the other, its lanes on
 // consecutive neighbours: the vertices skipped cost a load per lane.
 template <typename E>
-__device__ void cc_link_rest(const u64 *__restrict__ offsets, E edges, u64 n, u32 from, u64 skip,
+__device__ void cc_link_rest(const u64 *__restrict__ offsets, E edges, u64 n, u32 from, u32 done, u64 skip,
                              typename reader_of<E>::vertex *comp) {
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
@@ -437,7 +533,7 @@ __device__ void cc_link_rest(const u64 *__restrict__ offsets, E edges, u64 n, u3
 		const u64 u = base + lane;
 		bool work = false;
 		if (u < n) {
-			work = offsets[u + 1] - offsets[u] > from &&
+			work = offsets[u + 1] - offsets[u] > done &&
 			       (u64) static_cast<const volatile typename reader_of<E>::vertex *>(comp)[u] != skip;
 		}
 		for (u32 todo = __ballot_sync(bam::full_warp_mask, work); todo != 0; todo &= todo - 1) {
@@ -474,28 +570,36 @@ __device__ void cc_compress(V *comp, u64 n) {
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_expand_##VS##_bam(const u64 *offsets, bam::array<V> edges, const V *frontier, u64 nf,  \
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len,          \
 	                                            const V *big, const u64 *big_first, u64 n_big, u64 n_segs,             \
-	                                            unsigned long long *work) {                                          \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, n_big, n_segs, work); \
+	                                            unsigned long long *work, unsigned long long *scout) {               \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, n_big, n_segs, work,  \
+		           scout);                                                                                           \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_expand_##VS##_mem(const u64 *offsets, const V *edges, const V *frontier, u64 nf,       \
 	                                            u32 *depth, u32 level, V *next, unsigned long long *next_len,          \
 	                                            const V *big, const u64 *big_first, u64 n_big, u64 n_segs,             \
-	                                            unsigned long long *work) {                                          \
-		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, n_big, n_segs, work); \
+	                                            unsigned long long *work, unsigned long long *scout) {               \
+		bfs_expand(offsets, edges, frontier, nf, depth, level, next, next_len, big, big_first, n_big, n_segs, work,  \
+		           scout);                                                                                           \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_claim_parents_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,       \
-	                                                    bam::array<V> edges, u32 from, u32 *depth, u32 level, V *next, \
-	                                                    unsigned long long *next_len) {                             \
-		bfs_claim_parents(offsets, chunk_first, chunks, edges, from, depth, level, next, next_len);                  \
+	                                                    u64 chunk_edges, bam::array<V> edges, u32 settled, u32 *depth, \
+	                                                    u32 level, V *next, unsigned long long *next_len,          \
+	                                                    unsigned long long *scout) {                                \
+		bfs_claim_parents(offsets, chunk_first, chunks, chunk_edges, edges, settled, depth, level, next, next_len,    \
+		                  scout);                                                                                    \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_claim_parents_##VS##_mem(const u64 *offsets, const u64 *chunk_first, u64 chunks,        \
-	                                                   const V *edges, u32 from, u32 *depth, u32 level, V *next,    \
-	                                                   unsigned long long *next_len) {                              \
-		bfs_claim_parents(offsets, chunk_first, chunks, edges, from, depth, level, next, next_len);                  \
+	                                                   u64 chunk_edges, const V *edges, u32 settled, u32 *depth,     \
+	                                                   u32 level, V *next, unsigned long long *next_len,           \
+	                                                   unsigned long long *scout) {                                 \
+		bfs_claim_parents(offsets, chunk_first, chunks, chunk_edges, edges, settled, depth, level, next, next_len,    \
+		                  scout);                                                                                    \
 	}                                                                                                                \
-	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, u64 n, u32 per, u32 *depth, u32 level, V *next,      \
-	                                           unsigned long long *next_len) {                                      \
-		bfs_claim_heads(heads, n, per, depth, level, next, next_len);                                                \
+	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, const u64 *offsets, u64 n, u32 per, u32 *depth,       \
+	                                           u32 level, V *next, unsigned long long *next_len,                    \
+	                                           unsigned long long *scout, u64 line_edges, u32 *lines,               \
+	                                           unsigned long long *scan_lines) {                                    \
+		bfs_claim_heads(heads, offsets, n, per, depth, level, next, next_len, scout, line_edges, lines, scan_lines);  \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,           \
 	                                               bam::array<V> edges, u32 rounds, V *comp) {                       \
@@ -513,12 +617,12 @@ __device__ void cc_compress(V *comp, u64 n) {
 		cc_snapshot(comp, n, snap, idx, k, out);                                                                     \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_rest_##VS##_bam(const u64 *offsets, bam::array<V> edges, u64 n, u32 from,          \
-	                                              u64 skip, V *comp) {                                               \
-		cc_link_rest(offsets, edges, n, from, skip, comp);                                                           \
+	                                              u32 done, u64 skip, V *comp) {                                     \
+		cc_link_rest(offsets, edges, n, from, done, skip, comp);                                                     \
 	}                                                                                                                \
-	BAM_KERNEL void graph_cc_link_rest_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 from, u64 skip,     \
-	                                              V *comp) {                                                         \
-		cc_link_rest(offsets, edges, n, from, skip, comp);                                                           \
+	BAM_KERNEL void graph_cc_link_rest_##VS##_mem(const u64 *offsets, const V *edges, u64 n, u32 from, u32 done,     \
+	                                              u64 skip, V *comp) {                                               \
+		cc_link_rest(offsets, edges, n, from, done, skip, comp);                                                     \
 	}                                                                                                                \
 	BAM_KERNEL void graph_cc_init_##VS(V *comp, u64 n) {                                                             \
 		for (u64 v = bam::global_thread_id(); v < n; v += bam::grid_threads()) comp[v] = (V)v;                       \

@@ -51,30 +51,67 @@ type BFSLevel struct {
 	// LongLists counts the frontier's lists of more than 4096 edges on a
 	// GPU top-down level, which all warps read together in segments.
 	LongLists uint64 `json:"long_lists,omitempty"`
+	// HeadsFirst marks a GPU level where Beamer's rule turned to
+	// bottom-up: the heads were checked first, and then the vertices they
+	// left were found bottom-up if ScanLines, the chunks of edges (lines)
+	// holding the start of their lists, were fewer than TopDownLines, an
+	// estimate of the lines a top-down step reads, and top-down otherwise.
+	HeadsFirst   bool   `json:"heads_first,omitempty"`
+	ScanLines    uint64 `json:"scan_lines,omitempty"`
+	TopDownLines uint64 `json:"top_down_lines,omitempty"`
 }
 
 // Direction-optimizing BFS (Beamer, Asanović and Patterson, SC'12): on an
 // undirected graph a level whose frontier is large runs bottom-up, every
 // unreached vertex looking through its own list for a neighbour on the
 // current level and stopping at the first, instead of top-down through
-// the frontier's lists. With the edges of the frontier and of the
-// unreached vertices estimated from the average degree, Beamer's rules
-// become: go bottom-up when the frontier holds more than a 1/alpha share
-// of the unreached vertices; go back top-down when a shrinking frontier
-// holds fewer than a 1/beta share of all vertices.
+// the frontier's lists. direction holds Beamer's rule as his GAP
+// benchmark applies it: go bottom-up when the frontier's lists hold more
+// than a 1/alpha share of the edges not yet checked; go back top-down
+// when a shrinking frontier holds fewer than a 1/beta share of all
+// vertices.
 const (
 	bottomUpAlpha = 14
 	bottomUpBeta  = 24
 )
 
-// nextBottomUp decides the direction of the next level from the current
-// one (bottomUp), the frontier's size nf and the previous frontier's size
-// prev, the vertices reached so far and the vertex count n.
-func nextBottomUp(bottomUp bool, nf, prev, reached, n uint64) bool {
-	if !bottomUp {
-		return nf*bottomUpAlpha > n-reached
+// direction chooses the direction of each level of one BFS. The frontier's
+// edges are counted where top-down levels claim vertices (the sum of the
+// degrees of the vertices a level claimed, its scout count), so a level
+// after a bottom-up one, whose frontier no one counted, stays top-down
+// unless its frontier is still large, as in GAP. Counting edges, not
+// vertices, matters on skewed graphs: the hubs of a Kronecker graph are a
+// small share of its vertices and hold half its edges.
+type direction struct {
+	n         uint64 // vertices
+	unchecked uint64 // edges of the lists no top-down level has read
+	bottomUp  bool
+	prev      uint64 // the previous frontier's vertices
+}
+
+func newDirection(n, m uint64) direction { return direction{n: n, unchecked: m} }
+
+// next returns whether the level whose frontier has nf vertices runs
+// bottom-up; scout is the edges of the frontier's lists when the level
+// before ran top-down (counted as it claimed them), else 0.
+func (d *direction) next(nf, scout uint64) bool {
+	if !d.bottomUp {
+		d.bottomUp = scout*bottomUpAlpha > d.unchecked
+	} else {
+		d.bottomUp = !(nf < d.prev && nf*bottomUpBeta < d.n)
 	}
-	return !(nf < prev && nf*bottomUpBeta < n)
+	d.prev = nf
+	if !d.bottomUp {
+		d.unchecked -= min(scout, d.unchecked)
+	}
+	return d.bottomUp
+}
+
+// topDown overrules a turn to bottom-up that next just gave: the level runs
+// top-down after all (the GPU runner's probe found it reads fewer lines).
+func (d *direction) topDown(scout uint64) {
+	d.bottomUp = false
+	d.unchecked -= min(scout, d.unchecked)
 }
 
 // frontierChunk is the number of frontier vertices one task expands.
@@ -105,17 +142,15 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 	frontier := []uint64{src}
 	res := &BFSResult{Source: src, Depth: depth, Reached: 1}
 	var pool bufPool[V]
-	var touched atomic.Uint64
-	bottomUp, prev := false, uint64(0)
+	var touched, scout atomic.Uint64 // scout: the edges of the vertices a top-down level claimed
+	scout.Store(g.Degree(src))
+	dir := newDirection(g.N, g.Offsets[g.N])
 	for level := int32(0); len(frontier) > 0; level++ {
 		if level == 1<<30 {
 			return nil, fmt.Errorf("graph: BFS exceeded %d levels", level)
 		}
-		nf := uint64(len(frontier))
-		bottomUp = !g.Directed && nextBottomUp(bottomUp, nf, prev, res.Reached, g.N)
-		prev = nf
-		if bottomUp {
-			n, err := claimParents(ctx, g, depth, level, next, opt.workers(), &pool)
+		if !g.Directed && dir.next(uint64(len(frontier)), scout.Swap(0)) {
+			n, err := claimParents(ctx, g, depth, level, next, opt.workers(), &pool, &scout)
 			touched.Add(n)
 			if err != nil {
 				return nil, fmt.Errorf("graph: BFS level %d (bottom-up): %w", level, err)
@@ -129,15 +164,18 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 		err := parallelChunksErr(ctx, opt.workers(), len(frontier), frontierChunk, func(ctx context.Context, lo, hi int) error {
 			buf := pool.get()
 			defer pool.put(buf)
+			var claimed uint64 // their edges
 			n, err := visitLists(ctx, g, frontier[lo:hi], *buf, func(_, _ uint64, nb []V) {
 				for _, w := range nb {
 					u := uint64(w)
 					if atomic.LoadInt32(&depth[u]) == Unreached && atomic.CompareAndSwapInt32(&depth[u], Unreached, level+1) {
 						atomic.OrUint64(&next[u/64], 1<<(u%64))
+						claimed += g.Degree(u)
 					}
 				}
 			})
 			touched.Add(n)
+			scout.Add(claimed)
 			return err
 		})
 		if err != nil {
@@ -157,9 +195,11 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 // lists of a chunk of consecutive vertices are read together (they lie
 // next to each other); a vertex's scan stops at its first parent. On a
 // graph with a heads array, a chunk's heads are read first and settle the
-// vertices with a parent among them; only the others' lists are read, past
-// the heads. It returns the list elements read, heads included.
-func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, level int32, next []uint64, workers int, pool *bufPool[V]) (uint64, error) {
+// vertices with a parent among them; only the others' lists are read, and
+// only those of more neighbours than the heads hold (the heads hold the
+// whole list of the rest). It returns the list elements read, heads
+// included, and adds the degrees of the vertices it reached to scout.
+func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, level int32, next []uint64, workers int, pool *bufPool[V], scout *atomic.Uint64) (uint64, error) {
 	var touched atomic.Uint64
 	var lists sync.Pool // *[]uint64: a chunk's unreached vertices
 	per := uint64(0)
@@ -186,7 +226,7 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 			}
 		}
 		vs := (*p)[:0]
-		var seen uint64
+		var seen, claimed uint64 // list elements read; the degrees of the vertices reached
 	vertices:
 		for v := lo; v < hi; v++ {
 			if atomic.LoadInt32(&depth[v]) != Unreached {
@@ -199,6 +239,7 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 						atomic.StoreInt32(&depth[v], level+1)
 						atomic.OrUint64(&next[v/64], 1<<(v%64))
 						seen += min(d, per)
+						claimed += d
 						continue vertices
 					}
 				}
@@ -212,23 +253,22 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 		*p = vs
 		touched.Add(seen)
 		found := ^uint64(0) // the last vertex that found a parent (long lists arrive in pieces)
-		n, err := visitLists(ctx, g, vs, *buf, func(v, first uint64, nb []V) {
+		n, err := visitLists(ctx, g, vs, *buf, func(v, _ uint64, nb []V) {
 			if v == found {
 				return
-			}
-			if first < per { // the heads, checked above
-				nb = nb[min(uint64(len(nb)), per-first):]
 			}
 			for _, w := range nb {
 				if atomic.LoadInt32(&depth[w]) == level {
 					atomic.StoreInt32(&depth[v], level+1)
 					atomic.OrUint64(&next[v/64], 1<<(v%64))
+					claimed += g.Degree(v)
 					found = v
 					return
 				}
 			}
 		})
 		touched.Add(n)
+		scout.Add(claimed)
 		return err
 	})
 	return touched.Load(), err

@@ -35,12 +35,14 @@ const (
 )
 
 // CC computes connected components (weakly connected components of a
-// directed graph) with Afforest: link every vertex to its first neighbour
-// and compress, then to its second and compress (reading them from the
-// heads array where the graph has one, else from the edges); find the
-// largest intermediate component by sampling; then link the remaining
-// neighbours of the vertices outside it (all vertices, when the graph is
-// directed) and compress. Links hook the larger of two roots under the
+// directed graph) with Afforest: link every vertex to one neighbour and
+// compress, then to a second and compress (its heads, from the heads array,
+// where the graph has one, else its first two neighbours, from the edges);
+// find the largest intermediate component by sampling; then link the
+// remaining neighbours of the vertices outside it (all vertices, when the
+// graph is directed) and compress: the whole list of a vertex of more than
+// two neighbours after the heads, which may be any of them, and from the
+// third neighbour on after the first two. Links hook the larger of two roots under the
 // smaller with a compare-and-swap, so every label ends as the smallest
 // vertex id of its component.
 func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResult, error) {
@@ -52,16 +54,17 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 	var pool bufPool[V]
 	var touched atomic.Uint64
 	chunks := vertexChunks(g.Offsets, maxSpan, 1<<14)
-	// pass links every vertex with more than from neighbours (and a label
-	// other than skip, with useSkip) to its neighbours from..to-1.
-	pass := func(skip uint64, useSkip bool, from, to uint64) error {
+	// pass links every vertex with more than done neighbours (and a label
+	// other than skip, with useSkip) to its neighbours from..to-1
+	// (from <= done).
+	pass := func(skip uint64, useSkip bool, from, done, to uint64) error {
 		return parallelChunksErr(ctx, opt.workers(), len(chunks), 1, func(ctx context.Context, c, _ int) error {
 			lo, hi := chunks[c][0], chunks[c][1]
 			vs := make([]uint64, 0, hi-lo)
 			var need uint64 // list elements the pass uses (the GPU kernels read exactly these)
 			for v := lo; v < hi; v++ {
 				d := g.Offsets[v+1] - g.Offsets[v]
-				if d > from && (!useSkip || atomic.LoadUint64(&comp[v]) != skip) {
+				if d > done && (!useSkip || atomic.LoadUint64(&comp[v]) != skip) {
 					vs = append(vs, v)
 					need += min(d, to) - from
 				}
@@ -85,12 +88,13 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 	}
 	// Afforest's rounds: every vertex linked to its neighbour r, then
 	// compress.
+	heads := g.Heads != nil && g.Info.Heads >= ccSampleRounds
 	for r := uint64(0); r < ccSampleRounds; r++ {
 		var err error
-		if g.Heads != nil && g.Info.Heads >= ccSampleRounds {
+		if heads {
 			err = linkHeads(ctx, g, r, comp, opt.workers(), &touched)
 		} else {
-			err = pass(0, false, r, r+1)
+			err = pass(0, false, r, r, r+1)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("graph: CC first pass: %w", err)
@@ -103,7 +107,11 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 	if !g.Directed && g.N > 0 {
 		skip, useSkip = mostFrequent(comp, ccSamples), true
 	}
-	if err := pass(skip, useSkip, ccSampleRounds, ^uint64(0)); err != nil {
+	from := uint64(ccSampleRounds)
+	if heads {
+		from = 0
+	}
+	if err := pass(skip, useSkip, from, ccSampleRounds, ^uint64(0)); err != nil {
 		return nil, fmt.Errorf("graph: CC second pass: %w", err)
 	}
 	if err := compress(ctx, comp, opt.workers()); err != nil {

@@ -6,8 +6,8 @@
 // (uint64, one more than the vertices; the neighbours of v are edges
 // [offsets[v], offsets[v+1])), NAME.edges (uint32 vertex ids when the
 // graph has at most 2^32 vertices, uint64 otherwise), NAME.heads (the
-// first HeadsPerVertex neighbours of every vertex, padded with its own id;
-// HeadsOf) and, optionally, NAME.weights (float32, one per edge). The
+// HeadsPerVertex neighbours of every vertex with the highest degrees,
+// padded with its own id; HeadsOf) and, optionally, NAME.weights (float32, one per edge). The
 // offsets array's catalog metadata records the vertex and edge counts, the
 // id width, whether the graph is directed and the heads per vertex, so a
 // graph is self-describing. Graphs saved before the heads array existed
@@ -25,10 +25,16 @@
 //
 // BFS is direction-optimizing on undirected graphs, on both engines and in
 // the baselines (they share the kernels and the CPU code): levels whose
-// frontier is large run bottom-up, every unreached vertex reading its list
-// only up to its first neighbour on the current level (nextBottomUp has
-// the rule). Directed graphs, whose lists hold out-neighbours only, always
-// run top-down.
+// frontier's lists hold many of the edges left run bottom-up, every
+// unreached vertex reading its list only up to its first neighbour on the
+// current level (direction has Beamer's rule). Directed graphs, whose lists
+// hold out-neighbours only, always run top-down. On the GPU, where Beamer's
+// rule turns to bottom-up, the heads are checked first and the kernel
+// counts the lines the lists of the vertices left start in; the level goes
+// on bottom-up only if those are fewer than the lines a top-down step
+// would read (the rule counts edges, not lines: on storage a bottom-up
+// step's short scans spread over most lines can cost more than the
+// frontier's lists).
 //
 // How the GPU kernels share the work: a top-down level gives a warp to each
 // frontier vertex, except that lists longer than 4096 edges (a Kronecker
@@ -37,15 +43,18 @@
 // while another still has work; a bottom-up
 // level (and CC's first pass on a graph without heads) give a warp the
 // vertices whose lists start in one cache line's worth of edges, so that a
-// warp's reads share a line. CC's first pass reads the heads array, 2N ids
+// warp's reads share a line; on a bottom-up level each lane reads a short
+// list within the line alone, and the warp reads the longer ones
+// together. CC's first pass reads the heads array, 2N ids
 // in order, where reading the first neighbours from the edges reads every
 // line of them: on a scale-25 graph 256 MiB instead of 4.2-4.3 GB. On the
 // GPU with edges on storage, that pass reads the heads through the cache in
 // bulk into GPU memory, a piece at a time, and links from there, so no lane
 // holds a cache line while it links. BFS's bottom-up levels check every
 // unreached vertex's heads before its list (kept in GPU memory from the
-// first bottom-up level on): on a Kronecker graph the large bottom-up level
-// then reads the heads instead of most lines of the edges. CC reads through longer lines than BFS
+// first bottom-up level on): on a Kronecker graph, whose hubs are most
+// vertices' heads, the large bottom-up levels then read the heads instead
+// of most lines of the edges. CC reads through longer lines than BFS
 // (CCOptions: 16 KiB where the store allows), while BFS reads scattered
 // lists. Saved edges start on a multiple of EdgeAlign (64 KiB), so that a
 // GPU engine may cache them in lines of any size.

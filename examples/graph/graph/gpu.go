@@ -105,10 +105,11 @@ type GPU[V VertexID] struct {
 	// dChunks holds, for each of the chunks of a cache line's worth of
 	// edges, the first vertex whose list starts in it or later; one more
 	// entry closes the last chunk (chunkFirst).
-	dChunks *cuda.DeviceMem
-	chunks  uint64
-	blocks  uint32
-	vs      string // "u32" or "u64"
+	dChunks    *cuda.DeviceMem
+	chunks     uint64
+	chunkEdges uint64 // edges a chunk
+	blocks     uint32
+	vs         string // "u32" or "u64"
 	// back holds two pinned buffers of one per-vertex array each, made on
 	// first use: results come back through them (rb).
 	back [2]*cuda.HostMem
@@ -212,7 +213,8 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		return nil, err
 	}
 	var zero V
-	first := chunkFirst(g.Offsets, max(1, uint64(lineSize)/uint64(sizeOf(zero))))
+	r.chunkEdges = max(1, uint64(lineSize)/uint64(sizeOf(zero)))
+	first := chunkFirst(g.Offsets, r.chunkEdges)
 	r.chunks = uint64(len(first) - 1)
 	if r.dChunks, err = upload(r.cctx, cuda.AsBytes(first)); err != nil {
 		return nil, err
@@ -469,6 +471,15 @@ func chunkFirst(offsets []uint64, chunk uint64) []uint64 {
 	return first
 }
 
+// topDownLines estimates the chunks of edges (lines, for edges on storage)
+// a top-down step reads for a frontier of nf vertices whose lists hold mf
+// edges: a chunk per list and one per chunkEdges edges, at most all chunks.
+// It is an upper bound but for lists that share a chunk, which a random
+// frontier's rarely do.
+func topDownLines(nf, mf, chunkEdges, chunks uint64) uint64 {
+	return min(chunks, nf+mf/chunkEdges)
+}
+
 // filledBytes is what the GPU cache has read from storage so far.
 func (r *GPU[V]) filledBytes() (uint64, error) {
 	st, err := r.eng.Stats()
@@ -551,12 +562,24 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		return nil, err
 	}
 	defer bigFirst.Free()
-	count, err := r.cctx.Alloc(24) // the next frontier's length, big's counter (listed<<32 | segments), bfs_expand's work counter
+	// The next frontier's length, big's counter (listed<<32 | segments),
+	// bfs_expand's work counter, the level's scout count (the next
+	// frontier's edges) and bfs_claim_heads's count of chunks marked.
+	count, err := r.cctx.Alloc(40)
 	if err != nil {
 		return nil, err
 	}
 	defer count.Free()
 
+	// A bit per chunk of edges, for bfs_claim_heads to mark the chunks a
+	// bottom-up step would read.
+	var marks *cuda.DeviceMem
+	if per := uint64(r.Info.Heads); per > 0 && !r.Info.Directed {
+		if marks, err = r.cctx.Alloc(4 * max(1, (r.chunks+31)/32)); err != nil {
+			return nil, err
+		}
+		defer marks.Free()
+	}
 	back, err := r.pinned(0, 4*n)
 	if err != nil {
 		return nil, err
@@ -587,8 +610,9 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	res := &BFSResult{Source: src}
 	nf := uint64(1)
 	reached := uint64(1)
-	bottomUp, prev := false, uint64(0)
-	cb := make([]byte, 24)
+	scout := r.Offsets[src+1] - r.Offsets[src]
+	dir := newDirection(n, m)
+	cb := make([]byte, 40)
 	for level := uint32(0); nf > 0; level++ {
 		levelStart := time.Now()
 		before, err := r.filledBytes()
@@ -598,29 +622,55 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		if err := count.Memset8(0); err != nil {
 			return nil, err
 		}
-		// Direction-optimizing on undirected graphs, as the CPU's BFS.
-		bottomUp = !r.Info.Directed && nextBottomUp(bottomUp, nf, prev, reached, n)
+		// Direction-optimizing on undirected graphs, as the CPU's BFS,
+		// except that where Beamer's rule turns to bottom-up, the heads are
+		// checked first and the vertices they left are then found the way
+		// that reads fewer lines (probe).
+		mf := scout // the frontier's edges
+		wasBottomUp := dir.bottomUp
+		bottomUp := !r.Info.Directed && dir.next(nf, mf)
+		scout = 0
 		trace := BFSLevel{BottomUp: bottomUp, Frontier: nf}
-		prev = nf
-		if bottomUp {
-			// The heads first (a thread per vertex), then the lists of
-			// the vertices left past them.
-			from := uint32(0)
-			if per := uint32(r.Info.Heads); per > 0 {
-				if heads == 0 {
-					if heads, headsMem, err = r.placeHeads(ctx); err != nil {
-						return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
-					}
-				}
-				if err := r.launch(ctx, "graph_bfs_claim_heads_"+r.vs, r.threads(n), cuda.Ptr(heads), cuda.U64(n), cuda.U32(per),
-					cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+		settled := uint32(0) // bfs_claim_parents: vertices of at most settled neighbours are done
+		if bottomUp && r.Info.Heads > 0 {
+			per := uint32(r.Info.Heads)
+			if heads == 0 {
+				if heads, headsMem, err = r.placeHeads(ctx); err != nil {
 					return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
 				}
-				from = per
 			}
+			probe := !wasBottomUp && marks != nil
+			lines := cuda.DevicePtr(0)
+			if probe {
+				if err := marks.Memset8(0); err != nil {
+					return nil, err
+				}
+				lines = marks.Ptr()
+			}
+			if err := r.launch(ctx, "graph_bfs_claim_heads_"+r.vs, r.threads(n), cuda.Ptr(heads), cuda.Ptr(r.dOff.Ptr()),
+				cuda.U64(n), cuda.U32(per), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()),
+				cuda.Ptr(count.Ptr().Add(24)), cuda.U64(r.chunkEdges), cuda.Ptr(lines), cuda.Ptr(count.Ptr().Add(32))); err != nil {
+				return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
+			}
+			settled = per
+			if probe {
+				if err := count.Read(0, cb); err != nil {
+					return nil, err
+				}
+				trace.HeadsFirst = true
+				trace.ScanLines = *(*uint64)(unsafe.Pointer(&cb[32]))
+				trace.TopDownLines = topDownLines(nf, mf, r.chunkEdges, r.chunks)
+				if trace.ScanLines >= trace.TopDownLines {
+					dir.topDown(mf)
+					bottomUp, trace.BottomUp = false, false
+				}
+			}
+		}
+		if bottomUp {
 			// A warp per chunk of a line's edges.
 			if err := r.launch(ctx, fnUp, r.warps(r.chunks), cuda.Ptr(r.dOff.Ptr()), cuda.Ptr(r.dChunks.Ptr()), cuda.U64(r.chunks),
-				edges, cuda.U32(from), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr())); err != nil {
+				cuda.U64(r.chunkEdges), edges, cuda.U32(settled), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()),
+				cuda.Ptr(count.Ptr().Add(24))); err != nil {
 				return nil, fmt.Errorf("graph: GPU BFS level %d (bottom-up): %w", level, err)
 			}
 			if err := count.Read(0, cb); err != nil {
@@ -645,13 +695,15 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			trace.LongLists = nBig
 			if err := r.launch(ctx, fn, r.warps(nf+nSegs), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
 				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()), cuda.Ptr(big.Ptr()),
-				cuda.Ptr(bigFirst.Ptr()), cuda.U64(nBig), cuda.U64(nSegs), cuda.Ptr(count.Ptr().Add(16))); err != nil {
+				cuda.Ptr(bigFirst.Ptr()), cuda.U64(nBig), cuda.U64(nSegs), cuda.Ptr(count.Ptr().Add(16)),
+				cuda.Ptr(count.Ptr().Add(24))); err != nil {
 				return nil, fmt.Errorf("graph: GPU BFS level %d: %w", level, err)
 			}
 			if err := count.Read(0, cb); err != nil {
 				return nil, err
 			}
 		}
+		scout = *(*uint64)(unsafe.Pointer(&cb[24]))
 		nf = *(*uint64)(unsafe.Pointer(&cb[0]))
 		if nf > n-reached {
 			return nil, fmt.Errorf("graph: GPU BFS level %d: frontier of %d vertices with %d of %d reached", level, nf, reached, n)
@@ -794,8 +846,15 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 	if err := clock.done("sample"); err != nil {
 		return nil, err
 	}
+	// After the heads, which may be any of a list's neighbours, every
+	// list of more than two is linked whole; after the first neighbours,
+	// from the third on.
+	from := uint32(ccSampleRounds)
+	if r.Info.Heads >= ccSampleRounds {
+		from = 0
+	}
 	if err := r.launch(ctx, fmt.Sprintf("graph_cc_link_rest_%s_%s", r.vs, kind), r.warps(n), off, edges, cuda.U64(n),
-		cuda.U32(ccSampleRounds), cuda.U64(skip), compArg); err != nil {
+		cuda.U32(from), cuda.U32(ccSampleRounds), cuda.U64(skip), compArg); err != nil {
 		return nil, fmt.Errorf("graph: GPU CC second pass: %w", err)
 	}
 	if err := clock.done("link rest"); err != nil {

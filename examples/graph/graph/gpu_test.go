@@ -172,6 +172,12 @@ func checkTrace(t *testing.T, r *BFSResult, cold bool) {
 		if l.Seconds <= 0 {
 			t.Fatalf("level %d took %g s", i, l.Seconds)
 		}
+		if l.HeadsFirst {
+			t.Logf("level %d: heads first, then %d lines bottom-up against %d top-down: bottom-up %v", i, l.ScanLines, l.TopDownLines, l.BottomUp)
+			if l.BottomUp != (l.ScanLines < l.TopDownLines) {
+				t.Fatalf("level %d: bottom-up %v with %d lines to scan against %d top-down", i, l.BottomUp, l.ScanLines, l.TopDownLines)
+			}
+		}
 		reached += l.Found
 		read += l.BytesRead
 		if l.BottomUp {

@@ -30,24 +30,46 @@ func weightsName(name string) string { return name + ".weights" }
 func headsName(name string) string   { return name + ".heads" }
 
 // HeadsPerVertex is the number of entries per vertex in a graph's heads
-// array: the first neighbours of every vertex, HeadsPerVertex apart, a
-// vertex with fewer neighbours padded with its own id. CC's first pass
-// links every vertex to exactly these, so it reads 2N ids, not the whole
-// edges array, whose every line holds some vertex's first neighbours.
+// array: for every vertex, its HeadsPerVertex neighbours of the highest
+// degree (HeadsOf), HeadsPerVertex apart, a vertex with fewer neighbours
+// padded with its own id. CC's first pass links every vertex to exactly
+// these, so it reads 2N ids, not the whole edges array, whose every line
+// holds some vertex's first neighbours; BFS's bottom-up levels look for a
+// parent among them before reading any list.
 const HeadsPerVertex = ccSampleRounds
 
-// HeadsOf returns the heads array of g (HeadsPerVertex entries per vertex).
+// HeadsOf returns the heads array of g (HeadsPerVertex entries per
+// vertex): the neighbours of every vertex with the highest degrees, the
+// earlier in its list first among equal degrees, padded with the vertex's
+// own id. The hubs are what a vertex is most likely to reach first: on a
+// Kronecker graph the large bottom-up level of a BFS, whose frontier holds
+// the hubs, then finds the parent of nearly every vertex among its heads.
+// Readers must not assume the heads are a list's first neighbours (graphs
+// saved before this rule hold those); a vertex with at most
+// HeadsPerVertex neighbours has all of them among its heads either way.
 func HeadsOf[V VertexID](g *CSR[V]) []V {
 	h := make([]V, g.N*HeadsPerVertex)
 	_ = parallelRange(context.Background(), runtime.GOMAXPROCS(0), int(g.N), 1<<16, func(lo, hi int) {
+		var best [HeadsPerVertex]uint64 // the degrees of the heads chosen so far
 		for v := uint64(lo); v < uint64(hi); v++ {
-			start, end := g.Offsets[v], g.Offsets[v+1]
-			for r := uint64(0); r < HeadsPerVertex; r++ {
-				if start+r < end {
-					h[v*HeadsPerVertex+r] = g.Edges[start+r]
-				} else {
-					h[v*HeadsPerVertex+r] = V(v)
+			hv := h[v*HeadsPerVertex : (v+1)*HeadsPerVertex]
+			k := 0 // heads chosen
+			for _, w := range g.Edges[g.Offsets[v]:g.Offsets[v+1]] {
+				d := g.Degree(uint64(w))
+				if k == HeadsPerVertex && d <= best[k-1] {
+					continue
 				}
+				// Insert w after the heads of at least its degree.
+				j := min(k, HeadsPerVertex-1)
+				for j > 0 && best[j-1] < d {
+					hv[j], best[j] = hv[j-1], best[j-1]
+					j--
+				}
+				hv[j], best[j] = w, d
+				k = min(k+1, HeadsPerVertex)
+			}
+			for ; k < HeadsPerVertex; k++ {
+				hv[k] = V(v)
 			}
 		}
 	})
