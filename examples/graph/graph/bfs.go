@@ -76,12 +76,11 @@ const (
 )
 
 // direction chooses the direction of each level of one BFS. The frontier's
-// edges are counted where top-down levels claim vertices (the sum of the
-// degrees of the vertices a level claimed, its scout count), so a level
-// after a bottom-up one, whose frontier no one counted, stays top-down
-// unless its frontier is still large, as in GAP. Counting edges, not
-// vertices, matters on skewed graphs: the hubs of a Kronecker graph are a
-// small share of its vertices and hold half its edges.
+// edges are counted where a level claims its vertices (the sum of their
+// degrees, the level's scout count); as in GAP, only top-down levels take
+// their frontier's edges off the edges not yet checked. Counting edges,
+// not vertices, matters on skewed graphs: the hubs of a Kronecker graph are
+// a small share of its vertices and hold half its edges.
 type direction struct {
 	n         uint64 // vertices
 	unchecked uint64 // edges of the lists no top-down level has read
@@ -91,9 +90,9 @@ type direction struct {
 
 func newDirection(n, m uint64) direction { return direction{n: n, unchecked: m} }
 
-// next returns whether the level whose frontier has nf vertices runs
-// bottom-up; scout is the edges of the frontier's lists when the level
-// before ran top-down (counted as it claimed them), else 0.
+// next returns whether the level whose frontier has nf vertices, whose
+// lists hold scout edges (counted as the level before claimed them), runs
+// bottom-up.
 func (d *direction) next(nf, scout uint64) bool {
 	if !d.bottomUp {
 		d.bottomUp = scout*bottomUpAlpha > d.unchecked
