@@ -658,7 +658,7 @@ func TestDirectionRule(t *testing.T) {
 		{500, 0, true},   // growing
 		{100, 0, true},   // shrinking, but 100*24 > 1000
 		{30, 0, false},   // shrinking and 30*24 < 1000
-		{20, 1000, true}, // 14000 > 13000 (top-down levels read only 1000 more)
+		{20, 1000, true}, // 14000 > 13000: bottom-up levels left the count alone
 	}
 	for i, s := range steps {
 		if got := d.next(s.nf, s.scout); got != s.want {
