@@ -171,7 +171,7 @@ constexpr u32 expand_rounds = 4;
 template <typename R>
 __device__ __forceinline__ void expand_segment(R &rd, const u64 *__restrict__ offsets, u64 start, u64 end, u32 *__restrict__ depth,
                                                u32 level, typename R::vertex *__restrict__ next,
-                                               unsigned long long *__restrict__ next_len, u64 &scout) {
+                                               unsigned long long *__restrict__ next_len, u64 &scout, u64 &top) {
 	using V = typename R::vertex;
 	constexpr u32 U = expand_rounds;
 	const u32 lane = threadIdx.x & 31;
@@ -189,7 +189,11 @@ __device__ __forceinline__ void expand_segment(R &rd, const u64 *__restrict__ of
 					w = rd[b + lane];
 					if (depth[w] == unreached) claimed = atomicCAS(&depth[w], unreached, level + 1) == unreached;
 				}
-				if (claimed) scout += offsets[w + 1] - offsets[w];
+				if (claimed) {
+					const u64 deg = offsets[w + 1] - offsets[w];
+					scout += deg;
+					top = max(top, deg);
+				}
 				append_found(claimed, w, next, next_len);
 			}
 			continue;
@@ -206,7 +210,11 @@ __device__ __forceinline__ void expand_segment(R &rd, const u64 *__restrict__ of
 		for (u32 k = 0; k < U; k++) {
 			mask[k] = __ballot_sync(bam::full_warp_mask, claimed[k]);
 			total += __popc(mask[k]);
-			if (claimed[k]) scout += offsets[u[k] + 1] - offsets[u[k]];
+			if (claimed[k]) {
+				const u64 deg = offsets[u[k] + 1] - offsets[u[k]];
+				scout += deg;
+				top = max(top, deg);
+			}
 		}
 		if (total == 0) continue;  // warp-uniform
 		unsigned long long at = 0;
@@ -255,7 +263,7 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
 	const u64 items = n_frontier + n_segs;
-	u64 scout = 0;
+	u64 scout = 0, top = 0;  // top: unused here
 	while (true) {
 		unsigned long long item = 0;
 		if (lane == 0) item = atomicAdd(work, 1ull);
@@ -280,10 +288,128 @@ __device__ void bfs_expand(const u64 *__restrict__ offsets, E edges, const typen
 			start = max(a, first);
 			end = min(a + big_segment, offsets[v + 1]);
 		}
-		expand_segment(rd, offsets, start, end, depth, level, next, next_len, scout);
+		expand_segment(rd, offsets, start, end, depth, level, next, next_len, scout, top);
 		rd.release();  // hold no line while idle: live references stay bounded by the active lists
 	}
 	warp_total(scout, scout_total);
+}
+
+// Small levels. A level run by the kernels above costs the host a few
+// launches and reads of its counters, a few hundred microseconds, which a
+// graph of thousands of levels (a road network, a mesh) pays thousands of
+// times while each level reads a few lines. bfs_small_levels runs
+// consecutive top-down levels in one launch instead: a grid of at most
+// as many blocks as are resident at once, a warp per frontier vertex, a
+// grid barrier between levels. It goes on while a level stays small and
+// top-down: its frontier at most frontier_cap vertices, their lists at
+// most edge_cap edges in all and none longer than big_list (one warp reads
+// a list alone here), Beamer's rule (direction in bfs.go, alpha mirrored
+// as bfs_alpha) keeping it top-down on undirected graphs, and at most
+// max_levels levels. Then it stops and leaves the next level to the host.
+//
+// state (small_state_words, zeroed by the host) holds the level counters,
+// three of each used in turn so that a level's counters are zeroed while
+// the level before the last one is long done with them (a level's are
+// read after its barrier, before the next barrier); the barrier; and
+// what the launch did, for the host. record gets, per level run, the
+// vertices it found, their lists' edges and the %globaltimer at its end.
+constexpr u64 bfs_alpha = 14;
+constexpr u64 small_state_words = 16;
+constexpr u64 small_record_words = 3;
+constexpr u64 small_found = 0;     // [3] the next frontier's length
+constexpr u64 small_scout = 3;     // [3] its lists' edges
+constexpr u64 small_top = 6;       // [3] its longest list
+constexpr u64 small_arrived = 9;   // blocks at the barrier
+constexpr u64 small_gen = 10;      // barriers passed
+constexpr u64 small_failed = 11;   // nonzero: a barrier timed out
+constexpr u64 small_levels = 12;   // out: levels run
+constexpr u64 small_unchecked = 13;  // out: edges of lists no top-down level has read
+static_assert(small_unchecked < small_state_words, "bfs_small_levels' state outgrew its words");
+
+// grid_barrier returns once every block of the grid has called it, or
+// false once deadline (%globaltimer) has passed or another block gave up:
+// the blocks are all resident (the host sizes the grid), yet a wait is
+// bounded like every other. Writes before it are visible after it to the
+// whole grid (a fence on each side of the arrival, as cooperative groups).
+__device__ bool grid_barrier(unsigned long long *state, u64 deadline) {
+	__shared__ int ok;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		ok = 1;
+		volatile unsigned long long *gen = state + small_gen;
+		volatile unsigned long long *failed = state + small_failed;
+		const u64 g = *gen;
+		__threadfence();
+		if (atomicAdd(state + small_arrived, 1ull) == gridDim.x - 1) {
+			state[small_arrived] = 0;
+			__threadfence();
+			atomicAdd(state + small_gen, 1ull);
+		} else {
+			u32 ns = 32;
+			while (*gen == g) {
+				if (*failed != 0 || bam::detail::globaltimer() > deadline) {
+					atomicExch(state + small_failed, 1ull);
+					ok = 0;
+					break;
+				}
+				__nanosleep(ns);
+				ns = min(ns * 2, 1024u);
+			}
+		}
+		__threadfence();
+	}
+	__syncthreads();
+	return ok != 0;
+}
+
+template <typename E>
+__device__ void bfs_small_levels(const u64 *__restrict__ offsets, E edges, typename reader_of<E>::vertex *fa,
+                                 typename reader_of<E>::vertex *fb, u64 nf, u32 *__restrict__ depth, u32 level,
+                                 u64 unchecked, u32 undirected, u64 frontier_cap, u64 edge_cap, u32 max_levels,
+                                 unsigned long long *state, unsigned long long *record, u64 timeout_ns) {
+	using V = typename reader_of<E>::vertex;
+	typename reader_of<E>::type rd(edges);
+	V *cur = fa, *nxt = fb;
+	const bool first = bam::global_thread_id() == 0;
+	for (u32 t = 0;; t++) {
+		if (first) {
+			const u32 z = (t + 1) % 3;
+			state[small_found + z] = state[small_scout + z] = state[small_top + z] = 0;
+		}
+		const u32 c = t % 3;
+		u64 scout = 0, top = 0;
+		for (u64 i = warp_id(); i < nf; i += grid_warps()) {
+			const u64 v = __ldcg(cur + i);
+			expand_segment(rd, offsets, offsets[v], offsets[v + 1], depth, level, nxt, state + small_found + c, scout, top);
+			rd.release();
+		}
+		warp_total(scout, state + small_scout + c);
+		for (u32 d = 16; d > 0; d /= 2) top = max(top, __shfl_down_sync(bam::full_warp_mask, top, d));
+		if ((threadIdx.x & 31) == 0 && top != 0) atomicMax(state + small_top + c, (unsigned long long)top);
+		if (!grid_barrier(state, bam::detail::globaltimer() + timeout_ns)) return;
+		volatile unsigned long long *vs = state;
+		const u64 found = vs[small_found + c], edges_next = vs[small_scout + c], longest = vs[small_top + c];
+		if (first) {
+			record[small_record_words * t] = found;
+			record[small_record_words * t + 1] = edges_next;
+			record[small_record_words * t + 2] = bam::detail::globaltimer();
+		}
+		level++;
+		const bool go = found > 0 && found <= frontier_cap && edges_next <= edge_cap && longest <= big_list &&
+		                t + 1 < max_levels && !(undirected && edges_next * bfs_alpha > unchecked);
+		if (!go) {
+			if (first) {
+				state[small_levels] = t + 1;
+				state[small_unchecked] = unchecked;
+			}
+			return;
+		}
+		unchecked -= min(edges_next, unchecked);
+		nf = found;
+		V *const done = cur;
+		cur = nxt;
+		nxt = done;
+	}
 }
 
 // bfs_claim_parents is BFS's bottom-up step (Beamer's direction-optimizing
@@ -594,6 +720,22 @@ __device__ void cc_compress(V *comp, u64 n) {
 	                                                   unsigned long long *scout) {                                 \
 		bfs_claim_parents(offsets, chunk_first, chunks, chunk_edges, edges, settled, depth, level, next, next_len,    \
 		                  scout);                                                                                    \
+	}                                                                                                                \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_small_levels_##VS##_bam(const u64 *offsets, bam::array<V> edges, V *fa, V *fb,   \
+	                                                   u64 nf, u32 *depth, u32 level, u64 unchecked, u32 undirected,  \
+	                                                   u64 frontier_cap, u64 edge_cap, u32 max_levels,               \
+	                                                   unsigned long long *state, unsigned long long *record,        \
+	                                                   u64 timeout_ns) {                                             \
+		bfs_small_levels(offsets, edges, fa, fb, nf, depth, level, unchecked, undirected, frontier_cap, edge_cap,    \
+		                 max_levels, state, record, timeout_ns);                                                     \
+	}                                                                                                                \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_bfs_small_levels_##VS##_mem(const u64 *offsets, const V *edges, V *fa, V *fb,        \
+	                                                   u64 nf, u32 *depth, u32 level, u64 unchecked, u32 undirected,  \
+	                                                   u64 frontier_cap, u64 edge_cap, u32 max_levels,               \
+	                                                   unsigned long long *state, unsigned long long *record,        \
+	                                                   u64 timeout_ns) {                                             \
+		bfs_small_levels(offsets, edges, fa, fb, nf, depth, level, unchecked, undirected, frontier_cap, edge_cap,    \
+		                 max_levels, state, record, timeout_ns);                                                     \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, const u64 *offsets, u64 n, u32 per, u32 *depth,       \
 	                                           u32 level, V *next, unsigned long long *next_len,                    \

@@ -59,6 +59,18 @@ type BFSLevel struct {
 	HeadsFirst   bool   `json:"heads_first,omitempty"`
 	ScanLines    uint64 `json:"scan_lines,omitempty"`
 	TopDownLines uint64 `json:"top_down_lines,omitempty"`
+	// Phases are the level's steps on the GPU in order, each timed on the
+	// host from the end of the one before: "allocate heads" and "read
+	// heads" (into GPU memory, at the first level that checks them), "check
+	// heads", "scan" (bottom-up), "classify" and "expand" (top-down),
+	// "small levels" (bfs_small_levels, see Fused), and "count" (the
+	// level's own bookkeeping: its counters reset and read).
+	Phases []Stage `json:"phases,omitempty"`
+	// Fused marks a level run with the small levels around it in one
+	// launch (bfs_small_levels): its time is the device's, from the end of
+	// the level before; the first of such a run carries the launch's host
+	// time and the bytes the whole run read.
+	Fused bool `json:"fused,omitempty"`
 }
 
 // Direction-optimizing BFS (Beamer, Asanović and Patterson, SC'12): on an

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -109,7 +110,11 @@ type GPU[V VertexID] struct {
 	chunks     uint64
 	chunkEdges uint64 // edges a chunk
 	blocks     uint32
-	vs         string // "u32" or "u64"
+	// smallBlocks is bfs_small_levels' grid, and small its state and
+	// per-level records, made on first use.
+	smallBlocks uint32
+	small       *cuda.DeviceMem
+	vs          string // "u32" or "u64"
 	// back holds two pinned buffers of one per-vertex array each, made on
 	// first use: results come back through them (rb).
 	back [2]*cuda.HostMem
@@ -203,6 +208,11 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 		return nil, err
 	}
 	r.cctx = r.eng.Context()
+	sms, err := r.cctx.Device().Attribute(cuda.AttrMultiprocessorCount)
+	if err != nil {
+		return nil, err
+	}
+	r.smallBlocks = uint32(smallBlocksPerSM * max(sms, 1))
 	if r.rb, err = newReadBacker(r.cctx); err != nil {
 		return nil, err
 	}
@@ -345,7 +355,8 @@ const headsStageBytes = 256 << 20
 // bottom-up levels: in place for heads in GPU or pinned memory; for heads
 // on storage, read through the cache in bulk into new GPU memory (2N ids),
 // returned as mem for the caller to free.
-func (r *GPU[V]) placeHeads(ctx context.Context) (p cuda.DevicePtr, mem *cuda.DeviceMem, err error) {
+// phase, when not nil, is told when the GPU memory is allocated.
+func (r *GPU[V]) placeHeads(ctx context.Context, phase func(string)) (p cuda.DevicePtr, mem *cuda.DeviceMem, err error) {
 	switch r.Placement {
 	case InDevice:
 		return r.dHeads.Ptr(), nil, nil
@@ -357,6 +368,9 @@ func (r *GPU[V]) placeHeads(ctx context.Context) (p cuda.DevicePtr, mem *cuda.De
 	entries := r.Info.N * uint64(r.Info.Heads)
 	if mem, err = r.cctx.Alloc(max(1, entries*uint64(sizeOf(zero)))); err != nil {
 		return 0, nil, err
+	}
+	if phase != nil {
+		phase("allocate heads")
 	}
 	if err := r.heads.ReadRangeTo(ctx, 0, entries, mem.Ptr()); err != nil {
 		mem.Free()
@@ -377,7 +391,7 @@ func (r *GPU[V]) linkHeads(ctx context.Context, comp, second cuda.DevicePtr) err
 			cuda.Ptr(comp), cuda.Ptr(second))
 	}
 	if r.Placement != OnStorage {
-		p, _, err := r.placeHeads(ctx) // in place: nothing to free
+		p, _, err := r.placeHeads(ctx, nil) // in place: nothing to free
 		if err != nil {
 			return err
 		}
@@ -615,6 +629,13 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	cb := make([]byte, 40)
 	for level := uint32(0); nf > 0; level++ {
 		levelStart := time.Now()
+		var trace BFSLevel
+		mark := levelStart
+		phase := func(name string) {
+			now := time.Now()
+			trace.Phases = append(trace.Phases, Stage{Name: name, Seconds: now.Sub(mark).Seconds()})
+			mark = now
+		}
 		before, err := r.filledBytes()
 		if err != nil {
 			return nil, err
@@ -630,14 +651,51 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		wasBottomUp := dir.bottomUp
 		bottomUp := !r.Info.Directed && dir.next(nf, mf)
 		scout = 0
-		trace := BFSLevel{BottomUp: bottomUp, Frontier: nf}
+		trace.BottomUp, trace.Frontier = bottomUp, nf
+		phase("count")
+		if !bottomUp && nf <= r.smallFrontierCap() && mf <= bigList {
+			// Small top-down levels, as many as stay small, in one launch.
+			run, err := r.smallLevels(ctx, edges, kind, fa, fb, nf, depth, level, &dir)
+			if err != nil {
+				return nil, err
+			}
+			phase("small levels")
+			after, err := r.filledBytes()
+			if err != nil {
+				return nil, err
+			}
+			phase("count")
+			total := time.Since(levelStart).Seconds()
+			for j, l := range run {
+				total -= l.Seconds * float64(min(j, 1))
+			}
+			for j, sl := range run {
+				l := sl.BFSLevel
+				l.Frontier, l.Fused = nf, true
+				if j == 0 {
+					l.Seconds, l.BytesRead, l.Phases = max(total, 0), after-before, trace.Phases
+				}
+				res.Trace = append(res.Trace, l)
+				if l.Found > n-reached {
+					return nil, fmt.Errorf("graph: GPU BFS level %d: frontier of %d vertices with %d of %d reached", level, l.Found, reached, n)
+				}
+				reached += l.Found
+				nf = l.Found
+				res.Levels++
+				fa, fb = fb, fa
+			}
+			scout = run[len(run)-1].scout
+			level += uint32(len(run)) - 1
+			continue
+		}
 		settled := uint32(0) // bfs_claim_parents: vertices of at most settled neighbours are done
 		if bottomUp && r.Info.Heads > 0 {
 			per := uint32(r.Info.Heads)
 			if heads == 0 {
-				if heads, headsMem, err = r.placeHeads(ctx); err != nil {
+				if heads, headsMem, err = r.placeHeads(ctx, phase); err != nil {
 					return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
 				}
+				phase("read heads")
 			}
 			probe := !wasBottomUp && marks != nil
 			lines := cuda.DevicePtr(0)
@@ -665,6 +723,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 					bottomUp, trace.BottomUp = false, false
 				}
 			}
+			phase("check heads")
 		}
 		if bottomUp {
 			// A warp per chunk of a line's edges.
@@ -676,6 +735,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			if err := count.Read(0, cb); err != nil {
 				return nil, err
 			}
+			phase("scan")
 			res.BottomUpLevels++
 		} else {
 			// The long lists first, then the level in one kernel: the
@@ -693,6 +753,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 				return nil, fmt.Errorf("graph: GPU BFS level %d: %d long lists in a frontier of %d", level, nBig, nf)
 			}
 			trace.LongLists = nBig
+			phase("classify")
 			if err := r.launch(ctx, fn, r.warps(nf+nSegs), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()), cuda.U64(nf),
 				cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()), cuda.Ptr(big.Ptr()),
 				cuda.Ptr(bigFirst.Ptr()), cuda.U64(nBig), cuda.U64(nSegs), cuda.Ptr(count.Ptr().Add(16)),
@@ -702,6 +763,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			if err := count.Read(0, cb); err != nil {
 				return nil, err
 			}
+			phase("expand")
 		}
 		scout = *(*uint64)(unsafe.Pointer(&cb[24]))
 		nf = *(*uint64)(unsafe.Pointer(&cb[0]))
@@ -712,6 +774,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		phase("count")
 		trace.Found, trace.Seconds, trace.BytesRead = nf, time.Since(levelStart).Seconds(), after-before
 		res.Trace = append(res.Trace, trace)
 		reached += nf
@@ -728,6 +791,104 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	res.Reached = reached // the levels' counts; the tests count the depths
 	res.EdgesTouched = EdgesTouchedFromDepth(r.Offsets, res.Depth)
 	return res, nil
+}
+
+// Small levels (bfs_small_levels in kernels/graph.cu, whose state layout
+// these mirror): top-down levels of at most smallFrontierCap vertices and
+// smallEdgeCap edges run in one launch, up to smallMaxLevels a launch.
+const (
+	smallMaxLevels   = 1024
+	smallEdgeCap     = 1 << 16
+	smallStateWords  = 16
+	smallRecordWords = 3
+	smallFailed      = 11
+	smallLevelsRun   = 12
+	smallUnchecked   = 13
+)
+
+// smallBlocksPerSM is bfs_small_levels' grid: blocks of 256 threads a
+// multiprocessor, two of the four BAM_ARRAY_BOUNDS lets reside, so that
+// the whole grid is resident beside the fill copier's warps (its levels
+// meet at a grid barrier).
+const smallBlocksPerSM = 2
+
+// smallGrid is bfs_small_levels' launch: every block resident at once.
+func (r *GPU[V]) smallGrid() cuda.LaunchConfig {
+	return cuda.LaunchConfig{Grid: cuda.Dim3{X: r.smallBlocks, Y: 1, Z: 1}, Block: cuda.Dim3{X: 256, Y: 1, Z: 1}}
+}
+
+// smallFrontierCap is the largest frontier bfs_small_levels takes: four
+// vertices a warp.
+func (r *GPU[V]) smallFrontierCap() uint64 { return 4 * uint64(r.smallBlocks) * 8 }
+
+// smallLevel is a level bfs_small_levels ran, with the edges of the
+// frontier it found.
+type smallLevel struct {
+	BFSLevel
+	scout uint64
+}
+
+// smallLevels runs top-down levels from level on, the frontier of nf
+// vertices in fa, in one launch of bfs_small_levels, for as long as they
+// stay small and Beamer's rule keeps them top-down; dir has decided the
+// first level already and is brought up to date with the rest. It returns
+// each level run with what it found and, but for the first, its time on
+// the device's clock.
+func (r *GPU[V]) smallLevels(ctx context.Context, edges cuda.Arg, kind string, fa, fb *cuda.DeviceMem, nf uint64, depth *cuda.DeviceMem, level uint32, dir *direction) ([]smallLevel, error) {
+	if r.small == nil {
+		var err error
+		if r.small, err = r.cctx.Alloc(8 * (smallStateWords + smallRecordWords*smallMaxLevels)); err != nil {
+			return nil, err
+		}
+	}
+	state, record := r.small.Ptr(), r.small.Ptr().Add(8*smallStateWords)
+	if err := r.small.Memset8(0); err != nil {
+		return nil, err
+	}
+	undirected := uint32(1)
+	if r.Info.Directed {
+		undirected = 0
+	}
+	timeout := uint64(r.eng.Config().Timeout.Nanoseconds())
+	err := r.launch(ctx, "graph_bfs_small_levels_"+r.vs+"_"+kind, r.smallGrid(), cuda.Ptr(r.dOff.Ptr()), edges, cuda.Ptr(fa.Ptr()),
+		cuda.Ptr(fb.Ptr()), cuda.U64(nf), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.U64(dir.unchecked), cuda.U32(undirected),
+		cuda.U64(r.smallFrontierCap()), cuda.U64(smallEdgeCap), cuda.U32(smallMaxLevels), cuda.Ptr(state), cuda.Ptr(record), cuda.U64(timeout))
+	if err != nil {
+		return nil, fmt.Errorf("graph: GPU BFS level %d (small levels): %w", level, err)
+	}
+	st := make([]byte, 8*smallStateWords)
+	if err := r.small.Read(0, st); err != nil {
+		return nil, err
+	}
+	word := func(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
+	if word(st, smallFailed) != 0 {
+		return nil, fmt.Errorf("graph: GPU BFS level %d (small levels): a grid barrier waited longer than %v", level, r.eng.Config().Timeout)
+	}
+	k := word(st, smallLevelsRun)
+	if k == 0 || k > smallMaxLevels {
+		return nil, fmt.Errorf("graph: GPU BFS level %d (small levels): the kernel ran %d levels", level, k)
+	}
+	rec := make([]byte, 8*smallRecordWords*k)
+	if err := r.small.Read(8*smallStateWords, rec); err != nil {
+		return nil, err
+	}
+	run := make([]smallLevel, k)
+	for j := range run {
+		found, edges, at := word(rec, 3*j), word(rec, 3*j+1), word(rec, 3*j+2)
+		if j > 0 {
+			// The host's rule must agree that this level went top-down
+			// (directed graphs have no rule: they stay top-down).
+			if prev := run[j-1]; !r.Info.Directed && dir.next(prev.Found, prev.scout) {
+				return nil, fmt.Errorf("graph: GPU BFS level %d: the small-levels kernel ran top-down where the rule turns bottom-up", level+uint32(j))
+			}
+			run[j].Seconds = float64(at-word(rec, 3*(j-1)+2)) / 1e9
+		}
+		run[j].Found, run[j].scout = found, edges
+	}
+	if got := word(st, smallUnchecked); !r.Info.Directed && got != dir.unchecked {
+		return nil, fmt.Errorf("graph: GPU BFS level %d: the small-levels kernel counts %d edges unchecked, the runner %d", level, got, dir.unchecked)
+	}
+	return run, nil
 }
 
 // CC computes connected components on the GPU (Afforest, as CC).
@@ -899,7 +1060,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 // Close frees the device memory and stops the engine.
 func (r *GPU[V]) Close() error {
 	var errs []error
-	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dHeads, r.dOff, r.dChunks} {
+	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dHeads, r.dOff, r.dChunks, r.small} {
 		if m != nil {
 			errs = append(errs, m.Free())
 		}

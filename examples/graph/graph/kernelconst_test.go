@@ -10,13 +10,16 @@ import (
 // TestKernelConstantsMirrored checks that the constants the GPU runner
 // mirrors from kernels/graph.cu are the kernels' own: BFS sizes its
 // long-list buffers from bigList, and a kernel listing vertices from a
-// smaller threshold would write past them.
+// smaller threshold would write past them; the small-levels kernel's state
+// layout and its copy of Beamer's alpha must be the runner's.
 func TestKernelConstantsMirrored(t *testing.T) {
 	src, err := os.ReadFile("../../../kernels/graph.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]uint64{"big_list": bigList, "big_segment": bigSegment} {
+	for name, want := range map[string]uint64{"big_list": bigList, "big_segment": bigSegment, "bfs_alpha": bottomUpAlpha,
+		"small_state_words": smallStateWords, "small_record_words": smallRecordWords, "small_failed": smallFailed,
+		"small_levels": smallLevelsRun, "small_unchecked": smallUnchecked} {
 		m := regexp.MustCompile(`constexpr u64 ` + name + ` = (\d+);`).FindSubmatch(src)
 		if m == nil {
 			t.Fatalf("kernels/graph.cu defines no %s", name)
