@@ -40,7 +40,11 @@
 // frontier vertex, except that lists longer than 4096 edges (a Kronecker
 // graph's hubs) are cut into segments of one line; the warps take the
 // short lists and then the segments from a counter, so none sits idle
-// while another still has work; a bottom-up
+// while another still has work. Runs of small top-down levels (a few
+// vertices a warp, no long list) go in one launch whose resident grid
+// meets at a grid barrier between levels, so that a graph of thousands of
+// levels (a mesh, a road network) does not pay the host's launches and
+// counter reads at every level; a bottom-up
 // level (and CC's first pass on a graph without heads) give a warp the
 // vertices whose lists start in one cache line's worth of edges, so that a
 // warp's reads share a line; on a bottom-up level each lane reads a short
