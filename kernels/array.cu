@@ -20,9 +20,19 @@ __device__ void scatter(bam::array<T> a, const u64 *__restrict__ idx, const T *_
 	bam::for_range(a, 0, n, [&](u64 i) { a.write(idx[i], vals[i]); });
 }
 
+// read_range holds each chunk's line (one acquire for the warp) while it
+// copies it with plain loads, where a.read(j) per element checked the
+// cache's tags 32 times a line (4-byte elements, 4 KiB lines), and gives it
+// back before the next chunk: a line held across the next chunk's miss
+// would keep two lines a warp out of the cache's reach for a fill's time.
 template <typename T>
 __device__ void read_range(bam::array<T> a, u64 start, u64 n, T *__restrict__ out) {
-	bam::for_range(a, start, n, [&](u64 j) { out[j - start] = a.read(j); });
+	bam::array_ref<T> ref(a);
+	bam::for_chunks(a, start, n, [&](u64 lo, u64 hi, u32 lane, u32 step) {
+		const bam::line_span<T> s = ref.span(lo);  // empty after a recorded failure
+		for (u64 j = lo + lane; j < hi; j += step) out[j - start] = s.contains(j) ? s[j] : T{};
+		ref.release();
+	});
 }
 
 template <typename T>

@@ -327,6 +327,25 @@ func TestGPUFaults(t *testing.T) {
 	r.e.SetFaultHook(nil)
 	check("failed status")
 
+	// The same through ReadRange, whose warps hold a line and copy it.
+	fired.Store(0)
+	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+		if c.Opcode == nvme.OpRead && fired.Add(1) == 10 {
+			return nvme.Fault{Kind: nvme.FaultFail, Status: nvme.StatusUnrecoveredRead}
+		}
+		return nvme.Fault{}
+	})
+	if err := r.e.Invalidate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = r.arr.ReadRange(ctx, 0, make([]byte, r.n*8))
+	if !errors.Is(err, nvme.ErrUnrecoveredRead) {
+		t.Fatalf("injected read error in a range read: got %v, want nvme.ErrUnrecoveredRead", err)
+	}
+	t.Logf("status error in a range read: %v", err)
+	r.e.SetFaultHook(nil)
+	check("failed status in a range read")
+
 	// A dropped command becomes a timeout within the bound.
 	fired.Store(0)
 	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {

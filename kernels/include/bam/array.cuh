@@ -389,6 +389,43 @@ class array {
 	}
 };
 
+// for_chunks is for_range's schedule without its inner loop: f(lo, hi,
+// lane, step) gets each chunk [lo, hi) (within one line), called by the
+// warp's lanes together, each to take positions lo+lane, lo+lane+step, ...
+// (step 32, or 1 and lane 0 for a partial warp, whose threads get chunks
+// of one position). A pass that holds a chunk's line with an array_ref and
+// reads it through span(lo) touches the cache's metadata once a line, not
+// once per element (bam_array_read_range).
+template <typename T, typename F>
+__device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, F f) {
+	if (n == 0) return;
+	// Partial warps: every thread a "warp" of one lane, chunks of one
+	// position. One loop serves both cases, so f is inlined once.
+	const bool whole = (blockDim.x & 31) == 0;
+	const u64 warps = whole ? grid_threads() >> 5 : grid_threads();
+	const u32 lane = whole ? threadIdx.x & 31 : 0;
+	const u32 step = whole ? 32 : 1;
+	u32 sh = 0;
+	u64 busy = warps;  // warps that take chunks
+	if (whole) {
+		const u64 want = (n + warps - 1) / warps;  // positions per warp
+		const u64 per = a.elems_per_line();
+		sh = 5;
+		while ((1ull << sh) < want && (1ull << sh) < per) sh++;
+		// A warp's chunk is 2^sh / per of a line.
+		busy = min(warps, max((a.lines_in_flight() * per) >> sh, 1ull));
+	}
+	const u64 end = start + n;
+	const u64 first = start >> sh;
+	const u64 chunks = ((end - 1) >> sh) - first + 1;
+	const u64 self = whole ? global_thread_id() >> 5 : global_thread_id();
+	for (u64 k = self; self < busy && k < chunks; k += busy) {
+		const u64 lo = max((first + k) << sh, start);
+		const u64 hi = min((first + k + 1) << sh, end);
+		f(lo, hi, lane, step);
+	}
+}
+
 // for_range calls f(i) for every i in [start, start + n), the positions
 // of a pass over array a (its indices, or the positions of an index list
 // whose elements a holds). Every thread of the launch calls it with the
@@ -417,32 +454,9 @@ class array {
 // grid-stride.
 template <typename T, typename F>
 __device__ __forceinline__ void for_range(const array<T> &a, u64 start, u64 n, F f) {
-	if (n == 0) return;
-	// Partial warps: every thread a "warp" of one lane, chunks of one
-	// position. One loop serves both cases, so f is inlined once.
-	const bool whole = (blockDim.x & 31) == 0;
-	const u64 warps = whole ? grid_threads() >> 5 : grid_threads();
-	const u32 lane = whole ? threadIdx.x & 31 : 0;
-	const u32 step = whole ? 32 : 1;
-	u32 sh = 0;
-	u64 busy = warps;  // warps that take chunks
-	if (whole) {
-		const u64 want = (n + warps - 1) / warps;  // positions per warp
-		const u64 per = a.elems_per_line();
-		sh = 5;
-		while ((1ull << sh) < want && (1ull << sh) < per) sh++;
-		// A warp's chunk is 2^sh / per of a line.
-		busy = min(warps, max((a.lines_in_flight() * per) >> sh, 1ull));
-	}
-	const u64 end = start + n;
-	const u64 first = start >> sh;
-	const u64 chunks = ((end - 1) >> sh) - first + 1;
-	const u64 self = whole ? global_thread_id() >> 5 : global_thread_id();
-	for (u64 k = self; self < busy && k < chunks; k += busy) {
-		const u64 lo = max((first + k) << sh, start);
-		const u64 hi = min((first + k + 1) << sh, end);
+	for_chunks(a, start, n, [&](u64 lo, u64 hi, u32 lane, u32 step) {
 		for (u64 i = lo + lane; i < hi; i += step) f(i);
-	}
+	});
 }
 
 // ref_drop gives back the lines the lanes of mask hold (held, way): the
