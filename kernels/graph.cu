@@ -502,13 +502,15 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 }
 
 // bfs_claim_heads is the first half of a bottom-up step on a graph with a
-// heads array (per entries a vertex: its neighbours of the highest degree,
-// padded with its own id, in GPU or pinned memory): a thread per unreached
-// vertex looks for a parent among its heads, and bfs_claim_parents then
+// heads array (per entries a vertex, in blocks of heads_block: its
+// neighbours of the highest degree, padded with its own id, in GPU or
+// pinned memory): a thread per unreached
+// vertex looks for a parent among its heads from..per-1 (the runner checks
+// the first block of the heads, then the rest), and bfs_claim_parents then
 // reads the lists of only the vertices left with more than per neighbours.
 // On a Kronecker graph the large bottom-up levels find the parent of nearly
 // every vertex among its heads, the hubs, which hold the frontier: the
-// level then reads the heads (2N ids) instead of most lines of the edges.
+// level then reads the heads (4N ids) instead of most lines of the edges.
 // Appends to next are aggregated per warp; the degrees of the vertices
 // found add up in scout_total.
 //
@@ -518,8 +520,12 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 // scan_lines counts the chunks marked. The runner compares that with the
 // lines a top-down step would read and takes the cheaper for the vertices
 // the heads did not settle.
+// The heads array's blocks (graph.HeadsPerVertex): head r of vertex v of n
+// is at (r / heads_block) * heads_block * n + v * heads_block + r % heads_block.
+constexpr u64 heads_block = 2;
+
 template <typename V>
-__device__ void bfs_claim_heads(const V *__restrict__ heads, const u64 *__restrict__ offsets, u64 n, u32 per,
+__device__ void bfs_claim_heads(const V *__restrict__ heads, const u64 *__restrict__ offsets, u64 n, u32 from, u32 per,
                                 u32 *__restrict__ depth, u32 level, V *__restrict__ next,
                                 unsigned long long *__restrict__ next_len, unsigned long long *__restrict__ scout_total,
                                 u64 line_edges, u32 *__restrict__ lines, unsigned long long *__restrict__ scan_lines) {
@@ -531,7 +537,8 @@ __device__ void bfs_claim_heads(const V *__restrict__ heads, const u64 *__restri
 		const u64 v = bam::global_thread_id() + k * bam::grid_threads();
 		bool found = false;
 		if (v < n && depth[v] == unreached) {
-			for (u32 r = 0; r < per && !found; r++) found = depth[heads[v * per + r]] == level;
+			for (u32 r = from; r < per && !found; r++)
+				found = depth[heads[(r / heads_block) * heads_block * n + v * heads_block + r % heads_block]] == level;
 			if (found || lines != nullptr) {
 				const u64 start = offsets[v], degree = offsets[v + 1] - start;
 				if (found) {
@@ -604,10 +611,11 @@ __device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__rest
 	}
 }
 
-// cc_link_heads is the first round of cc_link_first over the heads array
-// (per entries a vertex: its first neighbours, padded with its own id) of
-// vertices v0 up to v0+n, heads pointing at v0's entries: a thread per
-// vertex links it to its first neighbour and keeps the second in second
+// cc_link_heads is the first round of cc_link_first over the first block
+// of the heads array (per = heads_block entries a vertex: its neighbours of
+// the highest degree, padded with its own id) of vertices v0 up to v0+n,
+// heads pointing at v0's entries: a thread per vertex links it to its first
+// head and keeps the second in second
 // (when per > 1) for cc_link_column's round after a compress, as Afforest
 // links one neighbour of every vertex per round. The heads are in GPU or
 // pinned memory: for a graph on storage the runner reads them through the
@@ -737,11 +745,12 @@ __device__ void cc_compress(V *comp, u64 n) {
 		bfs_small_levels(offsets, edges, fa, fb, nf, depth, level, unchecked, undirected, frontier_cap, edge_cap,    \
 		                 max_levels, state, record, timeout_ns);                                                     \
 	}                                                                                                                \
-	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, const u64 *offsets, u64 n, u32 per, u32 *depth,       \
-	                                           u32 level, V *next, unsigned long long *next_len,                    \
+	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, const u64 *offsets, u64 n, u32 from, u32 per,         \
+	                                           u32 *depth, u32 level, V *next, unsigned long long *next_len,        \
 	                                           unsigned long long *scout, u64 line_edges, u32 *lines,               \
 	                                           unsigned long long *scan_lines) {                                    \
-		bfs_claim_heads(heads, offsets, n, per, depth, level, next, next_len, scout, line_edges, lines, scan_lines);  \
+		bfs_claim_heads(heads, offsets, n, from, per, depth, level, next, next_len, scout, line_edges, lines,        \
+		                scan_lines);                                                                                 \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,           \
 	                                               bam::array<V> edges, u32 rounds, V *comp) {                       \

@@ -212,7 +212,8 @@ func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptio
 // included, and adds the degrees of the vertices it reached to scout.
 func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, level int32, next []uint64, workers int, pool *bufPool[V], scout *atomic.Uint64) (uint64, error) {
 	var touched atomic.Uint64
-	var lists sync.Pool // *[]uint64: a chunk's unreached vertices
+	var lists sync.Pool    // *[]uint64: a chunk's unreached vertices
+	var headBufs sync.Pool // *[]V: a chunk's heads, per a vertex
 	per := uint64(0)
 	if g.Heads != nil {
 		per = uint64(g.Info.Heads)
@@ -227,15 +228,33 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 			p = new([]uint64)
 		}
 		defer lists.Put(p)
+		hp, _ := headBufs.Get().(*[]V)
+		if hp == nil {
+			hp = new([]V)
+		}
+		defer headBufs.Put(hp)
 		buf := pool.get()
 		defer pool.put(buf)
-		var heads []V
+		// The chunk's heads, a run per block (headsAt), copied into
+		// hd (per a vertex).
+		hd := (*hp)[:0]
 		if per > 0 {
-			var err error
-			if heads, err = g.Heads.Read(ctx, uint64(lo)*per, uint64(hi)*per, *buf); err != nil {
-				return err
+			blocks := (per + headsBlock - 1) / headsBlock
+			hd = slices.Grow(hd, int(uint64(hi-lo)*per))[:uint64(hi-lo)*per]
+			for b := range blocks {
+				cols := min(uint64(headsBlock), per-b*headsBlock)
+				at := g.N * headsBlock * b
+				run, err := g.Heads.Read(ctx, at+uint64(lo)*cols, at+uint64(hi)*cols, *buf)
+				if err != nil {
+					return err
+				}
+				for v := range uint64(hi - lo) {
+					copy(hd[v*per+b*headsBlock:v*per+b*headsBlock+cols], run[v*cols:(v+1)*cols])
+				}
 			}
 		}
+		*hp = hd
+		heads := hd
 		vs := (*p)[:0]
 		var seen, claimed uint64 // list elements read; the degrees of the vertices reached
 	vertices:

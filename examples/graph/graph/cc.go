@@ -123,11 +123,11 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 	return res, nil
 }
 
-// linkHeads is round r of CC's first pass over the heads array: every
-// vertex linked to its neighbour r, the heads read as one run per chunk of
-// vertices.
+// linkHeads is round r of CC's first pass over the heads array's first
+// block: every vertex linked to its head r, the heads read as one run per
+// chunk of vertices.
 func linkHeads[V VertexID](ctx context.Context, g *Graph[V], r uint64, comp []uint64, workers int, touched *atomic.Uint64) error {
-	per := uint64(g.Info.Heads)
+	per := uint64(headsBlock) // the first block: every vertex's first two heads
 	var pool bufPool[V]
 	return parallelChunksErr(ctx, workers, int(g.N), int(maxSpan/per), func(ctx context.Context, lo, hi int) error {
 		buf := pool.get()

@@ -49,7 +49,9 @@
 // vertices whose lists start in one cache line's worth of edges, so that a
 // warp's reads share a line; on a bottom-up level each lane reads a short
 // list within the line alone, and the warp reads the longer ones
-// together. CC's first pass reads the heads array, 2N ids
+// together. Graphs are saved with a heads array, every vertex's four
+// neighbours of the highest degree in two blocks of two (HeadsPerVertex).
+// CC's first pass reads the first block, 2N ids
 // in order, where reading the first neighbours from the edges reads every
 // line of them: on a scale-25 graph 256 MiB instead of 4.2-4.3 GB. On the
 // GPU with edges on storage, that pass reads the heads through the cache in
@@ -58,7 +60,9 @@
 // unreached vertex's heads before its list (kept in GPU memory from the
 // first bottom-up level on): on a Kronecker graph, whose hubs are most
 // vertices' heads, the large bottom-up levels then read the heads instead
-// of most lines of the edges. CC reads through longer lines than BFS
+// of most lines of the edges. On the GPU the first such level reads the
+// first block, probes with it, and reads and checks the second only if the
+// level goes on bottom-up. CC reads through longer lines than BFS
 // (CCOptions: 16 KiB where the store allows), while BFS reads scattered
 // lists. Saved edges start on a multiple of EdgeAlign (64 KiB), so that a
 // GPU engine may cache them in lines of any size.

@@ -352,46 +352,61 @@ func (r *GPU[V]) edgesArg() (cuda.Arg, string, error) {
 const headsStageBytes = 256 << 20
 
 // placeHeads returns the heads array in GPU-addressable memory for BFS's
-// bottom-up levels: in place for heads in GPU or pinned memory; for heads
-// on storage, read through the cache in bulk into new GPU memory (2N ids),
-// returned as mem for the caller to free.
+// bottom-up levels, and how many heads a vertex it holds so far: in place,
+// all of them, for heads in GPU or pinned memory; for heads on storage, new
+// GPU memory for all of them (returned as mem for the caller to free)
+// into which the first block (headsBlock a vertex, 2N ids) is read through
+// the cache in bulk; readHeadsRest reads the rest when they are wanted.
 // phase, when not nil, is told when the GPU memory is allocated.
-func (r *GPU[V]) placeHeads(ctx context.Context, phase func(string)) (p cuda.DevicePtr, mem *cuda.DeviceMem, err error) {
+func (r *GPU[V]) placeHeads(ctx context.Context, phase func(string)) (p cuda.DevicePtr, mem *cuda.DeviceMem, in uint32, err error) {
+	all := uint32(r.Info.Heads)
 	switch r.Placement {
 	case InDevice:
-		return r.dHeads.Ptr(), nil, nil
+		return r.dHeads.Ptr(), nil, all, nil
 	case ZeroCopy:
 		p, err := r.hHeads.DevicePtr()
-		return p, nil, err
+		return p, nil, all, err
 	}
 	var zero V
-	entries := r.Info.N * uint64(r.Info.Heads)
-	if mem, err = r.cctx.Alloc(max(1, entries*uint64(sizeOf(zero)))); err != nil {
-		return 0, nil, err
+	if mem, err = r.cctx.Alloc(max(1, r.Info.N*uint64(all)*uint64(sizeOf(zero)))); err != nil {
+		return 0, nil, 0, err
 	}
 	if phase != nil {
 		phase("allocate heads")
 	}
-	if err := r.heads.ReadRangeTo(ctx, 0, entries, mem.Ptr()); err != nil {
+	in = min(all, headsBlock)
+	if err := r.heads.ReadRangeTo(ctx, 0, r.Info.N*uint64(in), mem.Ptr()); err != nil {
 		mem.Free()
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
-	return mem.Ptr(), mem, nil
+	return mem.Ptr(), mem, in, nil
+}
+
+// readHeadsRest reads the heads placeHeads left on storage, the blocks
+// after the first in of a vertex, into mem behind them.
+func (r *GPU[V]) readHeadsRest(ctx context.Context, mem *cuda.DeviceMem, in uint32) error {
+	all := uint64(r.Info.Heads)
+	if mem == nil || uint64(in) >= all {
+		return nil
+	}
+	var zero V
+	first := r.Info.N * uint64(in)
+	return r.heads.ReadRangeTo(ctx, first, r.Info.N*all-first, mem.Ptr().Add(first*uint64(sizeOf(zero))))
 }
 
 // linkHeads runs CC's first round (graph_cc_link_heads) over the heads
-// array: in place for heads in GPU or pinned memory; for heads on storage,
+// array's first block (headsAt): in place for heads in GPU or pinned memory; for heads on storage,
 // a piece at a time, each read through the cache into GPU memory in bulk
 // (a line per warp at a time, no line held while linking), then linked.
 func (r *GPU[V]) linkHeads(ctx context.Context, comp, second cuda.DevicePtr) error {
-	n, per := r.Info.N, uint64(r.Info.Heads)
+	n, per := r.Info.N, uint64(headsBlock) // the first block of the heads: a graph with two heads a vertex
 	fn := "graph_cc_link_heads_" + r.vs
 	link := func(heads cuda.DevicePtr, v0, nv uint64) error {
 		return r.launch(ctx, fn, r.threads(nv), cuda.Ptr(heads), cuda.U64(v0), cuda.U64(nv), cuda.U32(uint32(per)),
 			cuda.Ptr(comp), cuda.Ptr(second))
 	}
 	if r.Placement != OnStorage {
-		p, _, err := r.placeHeads(ctx, nil) // in place: nothing to free
+		p, _, _, err := r.placeHeads(ctx, nil) // in place: nothing to free
 		if err != nil {
 			return err
 		}
@@ -615,6 +630,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	// The heads, for the bottom-up levels: placed at the first one.
 	var heads cuda.DevicePtr
 	var headsMem *cuda.DeviceMem
+	var headsIn uint32 // heads a vertex in GPU memory so far
 	defer func() {
 		if headsMem != nil {
 			headsMem.Free()
@@ -690,28 +706,53 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		}
 		settled := uint32(0) // bfs_claim_parents: vertices of at most settled neighbours are done
 		if bottomUp && r.Info.Heads > 0 {
+			// The heads first. Where the probe decides, it decides on the
+			// first block (the heads on storage are read a block at a
+			// time), and the rest are read and checked only for a level
+			// that then goes on bottom-up: a level sent top-down reads
+			// half the heads.
 			per := uint32(r.Info.Heads)
 			if heads == 0 {
-				if heads, headsMem, err = r.placeHeads(ctx, phase); err != nil {
+				if heads, headsMem, headsIn, err = r.placeHeads(ctx, phase); err != nil {
 					return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
 				}
 				phase("read heads")
 			}
+			rest := func() error {
+				if headsIn == per {
+					return nil
+				}
+				if err := r.readHeadsRest(ctx, headsMem, headsIn); err != nil {
+					return fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
+				}
+				headsIn = per
+				phase("read heads")
+				return nil
+			}
+			claim := func(from, to uint32, lines cuda.DevicePtr) error {
+				if err := r.launch(ctx, "graph_bfs_claim_heads_"+r.vs, r.threads(n), cuda.Ptr(heads), cuda.Ptr(r.dOff.Ptr()),
+					cuda.U64(n), cuda.U32(from), cuda.U32(to), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()),
+					cuda.Ptr(count.Ptr().Add(24)), cuda.U64(r.chunkEdges), cuda.Ptr(lines), cuda.Ptr(count.Ptr().Add(32))); err != nil {
+					return fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
+				}
+				phase("check heads")
+				return nil
+			}
 			probe := !wasBottomUp && marks != nil
-			lines := cuda.DevicePtr(0)
-			if probe {
+			if !probe {
+				if err := rest(); err != nil {
+					return nil, err
+				}
+				if err := claim(0, per, 0); err != nil {
+					return nil, err
+				}
+			} else {
 				if err := marks.Memset8(0); err != nil {
 					return nil, err
 				}
-				lines = marks.Ptr()
-			}
-			if err := r.launch(ctx, "graph_bfs_claim_heads_"+r.vs, r.threads(n), cuda.Ptr(heads), cuda.Ptr(r.dOff.Ptr()),
-				cuda.U64(n), cuda.U32(per), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()),
-				cuda.Ptr(count.Ptr().Add(24)), cuda.U64(r.chunkEdges), cuda.Ptr(lines), cuda.Ptr(count.Ptr().Add(32))); err != nil {
-				return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
-			}
-			settled = per
-			if probe {
+				if err := claim(0, headsIn, marks.Ptr()); err != nil {
+					return nil, err
+				}
 				if err := count.Read(0, cb); err != nil {
 					return nil, err
 				}
@@ -721,9 +762,17 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 				if trace.ScanLines >= trace.TopDownLines {
 					dir.topDown(mf)
 					bottomUp, trace.BottomUp = false, false
+				} else if headsIn < per {
+					from := headsIn
+					if err := rest(); err != nil {
+						return nil, err
+					}
+					if err := claim(from, per, 0); err != nil {
+						return nil, err
+					}
 				}
 			}
-			phase("check heads")
+			settled = headsIn
 		}
 		if bottomUp {
 			// A warp per chunk of a line's edges.

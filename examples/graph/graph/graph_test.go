@@ -475,13 +475,23 @@ func TestAlgorithmsInMemoryAgainstOracles(t *testing.T) {
 }
 
 func TestHeadsOf(t *testing.T) {
-	// Degrees 0, 1, 3, 0, 4, 1. Vertex 2's heads: 4 (degree 4), then 1
-	// (degree 1) over 3 (degree 0); vertex 4's: 2 (degree 3), then 1 over
-	// 5 (both degree 1: the earlier); vertices with fewer than two
-	// neighbours are padded with their own id.
-	c := &CSR[uint32]{N: 6, Offsets: []uint64{0, 0, 1, 4, 4, 8, 9},
-		Edges: []uint32{2, 1, 3, 4, 1, 2, 5, 0, 4}}
-	want := []uint32{0, 0, 2, 1, 4, 1, 3, 3, 2, 1, 4, 5}
+	// Degrees 0, 1, 3, 0, 5, 1, 1. Vertex 4's heads: 2 (degree 3), then
+	// 1, 5 and 6 (degree 1: list order), over 0 (degree 0); vertex 2's: 4
+	// (degree 5), 1, 3 and its own id; vertices with fewer neighbours than
+	// heads are padded with their own id. The array holds the first two
+	// heads of every vertex, then the next two (headsAt).
+	c := &CSR[uint32]{N: 7, Offsets: []uint64{0, 0, 1, 4, 4, 9, 10, 11},
+		Edges: []uint32{2, 1, 3, 4, 1, 2, 5, 0, 6, 4, 4}}
+	heads := [][HeadsPerVertex]uint32{{0, 0, 0, 0}, {2, 1, 1, 1}, {4, 1, 3, 2}, {3, 3, 3, 3}, {2, 1, 5, 6}, {4, 5, 5, 5}, {4, 6, 6, 6}}
+	want := make([]uint32, len(heads)*HeadsPerVertex)
+	for v, h := range heads {
+		for r, w := range h {
+			want[headsAt(c.N, uint64(v), uint64(r))] = w
+		}
+	}
+	if want[2] != 2 || want[2*7+2] != 1 { // vertex 1's first head, then its third (padding)
+		t.Fatalf("headsAt lays out %v", want)
+	}
 	if got := HeadsOf(c); !slices.Equal(got, want) {
 		t.Fatalf("heads %v, want %v", got, want)
 	}

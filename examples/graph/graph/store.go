@@ -29,30 +29,46 @@ func edgesName(name string) string   { return name + ".edges" }
 func weightsName(name string) string { return name + ".weights" }
 func headsName(name string) string   { return name + ".heads" }
 
-// HeadsPerVertex is the number of entries per vertex in a graph's heads
-// array: for every vertex, its HeadsPerVertex neighbours of the highest
-// degree (HeadsOf), HeadsPerVertex apart, a vertex with fewer neighbours
-// padded with its own id. CC's first pass links every vertex to exactly
-// these, so it reads 2N ids, not the whole edges array, whose every line
-// holds some vertex's first neighbours; BFS's bottom-up levels look for a
-// parent among them before reading any list.
-const HeadsPerVertex = ccSampleRounds
+// HeadsPerVertex is the number of heads per vertex in a saved graph's
+// heads array: for every vertex, its HeadsPerVertex neighbours of the
+// highest degree (HeadsOf), a vertex with fewer neighbours padded with its
+// own id. The array is laid out in blocks of headsBlock columns: block b
+// holds heads headsBlock*b up to headsBlock*(b+1)-1 of every vertex, vertex
+// v's at N*headsBlock*b + headsBlock*v, so its first block alone is the
+// heads array of a graph with headsBlock heads (graphs saved before there
+// were more are just that). CC's first pass links every vertex to the two
+// heads of the first block, so it reads 2N ids, not the whole edges array,
+// whose every line holds some vertex's first neighbours; BFS's bottom-up
+// levels look for a parent among all of them before reading any list.
+const HeadsPerVertex = 2 * headsBlock
 
-// HeadsOf returns the heads array of g (HeadsPerVertex entries per
-// vertex): the neighbours of every vertex with the highest degrees, the
-// earlier in its list first among equal degrees, padded with the vertex's
-// own id. The hubs are what a vertex is most likely to reach first: on a
-// Kronecker graph the large bottom-up level of a BFS, whose frontier holds
-// the hubs, then finds the parent of nearly every vertex among its heads.
-// Readers must not assume the heads are a list's first neighbours (graphs
-// saved before this rule hold those); a vertex with at most
-// HeadsPerVertex neighbours has all of them among its heads either way.
+// headsBlock is the columns of a block of the heads array (HeadsPerVertex),
+// the heads CC's first pass links (kernels/graph.cu mirrors it as
+// heads_block).
+const headsBlock = ccSampleRounds
+
+// headsAt returns the index of head r of vertex v in a heads array of n
+// vertices (HeadsPerVertex).
+func headsAt(n, v, r uint64) uint64 {
+	return n*headsBlock*(r/headsBlock) + headsBlock*v + r%headsBlock
+}
+
+// HeadsOf returns the heads array of g (HeadsPerVertex heads per vertex,
+// in blocks: HeadsPerVertex): the neighbours of every vertex with the
+// highest degrees, the earlier in its list first among equal degrees,
+// padded with the vertex's own id. The hubs are what a vertex is most
+// likely to reach first: on a Kronecker graph the large bottom-up level of
+// a BFS, whose frontier holds the hubs, then finds the parent of nearly
+// every vertex among its heads. Readers must not assume the heads are a
+// list's first neighbours (graphs saved before this rule hold those); a
+// vertex with at most as many neighbours as heads has all of them among
+// its heads either way.
 func HeadsOf[V VertexID](g *CSR[V]) []V {
 	h := make([]V, g.N*HeadsPerVertex)
 	_ = parallelRange(context.Background(), runtime.GOMAXPROCS(0), int(g.N), 1<<16, func(lo, hi int) {
+		var hv [HeadsPerVertex]V
 		var best [HeadsPerVertex]uint64 // the degrees of the heads chosen so far
 		for v := uint64(lo); v < uint64(hi); v++ {
-			hv := h[v*HeadsPerVertex : (v+1)*HeadsPerVertex]
 			k := 0 // heads chosen
 			for _, w := range g.Edges[g.Offsets[v]:g.Offsets[v+1]] {
 				d := g.Degree(uint64(w))
@@ -71,6 +87,9 @@ func HeadsOf[V VertexID](g *CSR[V]) []V {
 			for ; k < HeadsPerVertex; k++ {
 				hv[k] = V(v)
 			}
+			for r := range uint64(HeadsPerVertex) {
+				h[headsAt(g.N, v, r)] = hv[r]
+			}
 		}
 	})
 	return h
@@ -85,7 +104,8 @@ type Info struct {
 	Weighted bool   `json:"weighted"`
 	IDBits   int    `json:"id_bits"` // 32 or 64
 	// Heads is the number of entries per vertex of the heads array
-	// (HeadsOf), 0 for graphs saved without one.
+	// (HeadsOf; HeadsPerVertex, or 2 for graphs saved before there were
+	// more), 0 for graphs saved without one.
 	Heads int               `json:"heads_per_vertex,omitempty"`
 	Meta  map[string]string `json:"meta,omitempty"`
 }
@@ -236,8 +256,9 @@ func Stat(s *bam.Store, name string) (Info, error) {
 	info.Weighted = parseB(metaWeighted)
 	if v, ok := o.Meta(metaHeads); ok {
 		h, err := strconv.Atoi(v)
-		if err != nil || h != HeadsPerVertex {
-			errs = append(errs, fmt.Errorf("%w: graph %q: %s=%q (want %d)", ErrFormat, name, metaHeads, v, HeadsPerVertex))
+		// Graphs saved before there were HeadsPerVertex hold one block.
+		if err != nil || h != HeadsPerVertex && h != headsBlock {
+			errs = append(errs, fmt.Errorf("%w: graph %q: %s=%q (want %d or %d)", ErrFormat, name, metaHeads, v, HeadsPerVertex, headsBlock))
 		}
 		info.Heads = h
 	}
