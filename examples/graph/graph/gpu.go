@@ -681,9 +681,11 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 				return nil, err
 			}
 			phase("count")
+			// The first level gets the launch's host time less the
+			// device time of the others.
 			total := time.Since(levelStart).Seconds()
-			for j, l := range run {
-				total -= l.Seconds * float64(min(j, 1))
+			for _, l := range run[1:] {
+				total -= l.Seconds
 			}
 			for j, sl := range run {
 				l := sl.BFSLevel
