@@ -514,22 +514,34 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 // Appends to next are aggregated per warp; the degrees of the vertices
 // found add up in scout_total.
 //
-// With lines set (a bitmap of the chunks of line_edges edges, zeroed), it
-// also measures what bfs_claim_parents would read next: the vertices left
-// with more than per neighbours mark the chunk their list starts in, and
-// scan_lines counts the chunks marked. The runner compares that with the
+// With lines set (two bitmaps, lines and lines_all, of the chunks of
+// line_edges edges, zeroed), it also measures what bfs_claim_parents would
+// read next, into probe's four counters (bfs_probe_*): the vertices
+// left with more than per neighbours mark the chunk their list starts in
+// lines, and those with more than all (the heads a vertex has, per of them
+// checked) mark it in lines_all too; the chunks marked and the vertices
+// that marked them are counted. The runner compares the chunks with the
 // lines a top-down step would read and takes the cheaper for the vertices
-// the heads did not settle.
+// the heads did not settle, and estimates from the rest whether reading
+// the heads past per would pay.
 // The heads array's blocks (graph.HeadsPerVertex): head r of vertex v of n
 // is at (r / heads_block) * heads_block * n + v * heads_block + r % heads_block.
 constexpr u64 heads_block = 2;
+
+// The probe's counters (mirrored in the runner, gpu.go): the chunks marked
+// in lines and in lines_all, and the vertices that marked them.
+constexpr u64 bfs_probe_lines = 0;
+constexpr u64 bfs_probe_lines_all = 1;
+constexpr u64 bfs_probe_left = 2;
+constexpr u64 bfs_probe_left_all = 3;
 
 template <typename V>
 __device__ void bfs_claim_heads(const V *__restrict__ heads, const u64 *__restrict__ offsets, u64 n, u32 from, u32 per,
                                 u32 *__restrict__ depth, u32 level, V *__restrict__ next,
                                 unsigned long long *__restrict__ next_len, unsigned long long *__restrict__ scout_total,
-                                u64 line_edges, u32 *__restrict__ lines, unsigned long long *__restrict__ scan_lines) {
-	u64 scout = 0, marked = 0;
+                                u64 line_edges, u32 *__restrict__ lines, u32 *__restrict__ lines_all, u32 all,
+                                unsigned long long *__restrict__ probe) {
+	u64 scout = 0, marked = 0, marked_all = 0, left = 0, left_all = 0;
 	// Every lane runs the same number of rounds, so the warp stays whole
 	// for the ballot.
 	const u64 rounds = (n + bam::grid_threads() - 1) / bam::grid_threads();
@@ -548,13 +560,23 @@ __device__ void bfs_claim_heads(const V *__restrict__ heads, const u64 *__restri
 					const u64 c = start / line_edges;
 					const u32 bit = 1u << (c & 31);
 					if (!(atomicOr(&lines[c / 32], bit) & bit)) marked++;
+					left++;
+					if (degree > all) {
+						if (!(atomicOr(&lines_all[c / 32], bit) & bit)) marked_all++;
+						left_all++;
+					}
 				}
 			}
 		}
 		append_found(found, static_cast<V>(v), next, next_len);
 	}
 	warp_total(scout, scout_total);
-	if (lines != nullptr) warp_total(marked, scan_lines);
+	if (lines != nullptr) {
+		warp_total(marked, probe + bfs_probe_lines);
+		warp_total(marked_all, probe + bfs_probe_lines_all);
+		warp_total(left, probe + bfs_probe_left);
+		warp_total(left_all, probe + bfs_probe_left_all);
+	}
 }
 
 // CC (Afforest) on labels of the vertex type. A label never exceeds its
@@ -748,9 +770,9 @@ __device__ void cc_compress(V *comp, u64 n) {
 	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, const u64 *offsets, u64 n, u32 from, u32 per,         \
 	                                           u32 *depth, u32 level, V *next, unsigned long long *next_len,        \
 	                                           unsigned long long *scout, u64 line_edges, u32 *lines,               \
-	                                           unsigned long long *scan_lines) {                                    \
+	                                           u32 *lines_all, u32 all, unsigned long long *probe) {                \
 		bfs_claim_heads(heads, offsets, n, from, per, depth, level, next, next_len, scout, line_edges, lines,        \
-		                scan_lines);                                                                                 \
+		                lines_all, all, probe);                                                                      \
 	}                                                                                                                \
 	BAM_KERNEL void BAM_ARRAY_BOUNDS graph_cc_link_first_##VS##_bam(const u64 *offsets, const u64 *chunk_first, u64 chunks,           \
 	                                               bam::array<V> edges, u32 rounds, V *comp) {                       \

@@ -59,6 +59,15 @@ type BFSLevel struct {
 	HeadsFirst   bool   `json:"heads_first,omitempty"`
 	ScanLines    uint64 `json:"scan_lines,omitempty"`
 	TopDownLines uint64 `json:"top_down_lines,omitempty"`
+	// PastHeadsLines are those of ScanLines holding the start of a list
+	// longer than all the heads, lines a scan may read whatever the heads
+	// not yet checked say. Where those heads are on storage, RestSavedLines
+	// estimates the lines they would save a bottom-up level, and HeadsRest
+	// marks a level that read and checked them, as it does where those
+	// lines outweigh them.
+	PastHeadsLines uint64 `json:"past_heads_lines,omitempty"`
+	RestSavedLines uint64 `json:"rest_saved_lines,omitempty"`
+	HeadsRest      bool   `json:"heads_rest,omitempty"`
 	// Phases are the level's steps on the GPU in order, each timed on the
 	// host from the end of the one before: "allocate heads" and "read
 	// heads" (into GPU memory, at the first level that checks them), "check

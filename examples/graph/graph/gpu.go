@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 	"unsafe"
@@ -509,6 +510,61 @@ func topDownLines(nf, mf, chunkEdges, chunks uint64) uint64 {
 	return min(chunks, nf+mf/chunkEdges)
 }
 
+// The probe's counters (bfs_probe_* in kernels/graph.cu), 8 bytes each
+// from the count buffer's fifth word.
+const (
+	probeLines = iota
+	probeLinesAll
+	probeLeft
+	probeLeftAll
+)
+
+// headsProbe is what bfs_claim_heads measured checking the first in heads
+// of every unreached vertex: found, the vertices it settled; left, those
+// it left with more than in neighbours, whose lists' first lines number
+// lines; leftAll and linesAll the same for the vertices with more
+// neighbours than all the heads.
+type headsProbe struct {
+	found, lines, linesAll, left, leftAll uint64
+}
+
+// restSaves estimates the lines of edges that checking the heads past the
+// first in (of all a vertex) saves the scan after it. A line only vertices
+// of at most all neighbours marked is saved for sure: the rest of their
+// heads is their whole list. A line the leftAll vertices marked (k of them
+// on average) is saved if the rest settles all of its vertices; taking each
+// head to settle a vertex alike and independently, with the rate the first
+// in showed (found of found+left), the rest settles one with probability
+// s = 1-(1-p)^((all-in)/in), and a line with s^k. That holds for a uniform
+// random graph, where the large bottom-up level finds most vertices'
+// parents among any few neighbours (the rest saves most lines); on a
+// Kronecker graph the sure part decides.
+func (p headsProbe) restSaves(in, all uint32) uint64 {
+	if in == 0 || all <= in || p.linesAll > p.lines {
+		return 0
+	}
+	saved := float64(p.lines - p.linesAll)
+	if p.linesAll > 0 && p.found+p.left > 0 {
+		rate := float64(p.found) / float64(p.found+p.left)
+		s := 1 - math.Pow(1-rate, float64(all-in)/float64(in))
+		saved += float64(p.linesAll) * math.Pow(s, float64(p.leftAll)/float64(p.linesAll))
+	}
+	return min(p.lines, uint64(saved))
+}
+
+// restPays reports whether reading the heads past the first in a vertex
+// saves more than it costs: it costs their bytes (N(all-in) ids), and it
+// saves saved lines of edges (restSaves). Heads in place (GPU or pinned
+// memory) cost nothing.
+func (r *GPU[V]) restPays(saved uint64, in uint32) bool {
+	if r.Placement != OnStorage {
+		return true
+	}
+	var zero V
+	cost := r.Info.N * (uint64(r.Info.Heads) - uint64(in)) * uint64(sizeOf(zero))
+	return saved*r.chunkEdges*uint64(sizeOf(zero)) > cost
+}
+
 // filledBytes is what the GPU cache has read from storage so far.
 func (r *GPU[V]) filledBytes() (uint64, error) {
 	st, err := r.eng.Stats()
@@ -593,18 +649,20 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	defer bigFirst.Free()
 	// The next frontier's length, big's counter (listed<<32 | segments),
 	// bfs_expand's work counter, the level's scout count (the next
-	// frontier's edges) and bfs_claim_heads's count of chunks marked.
-	count, err := r.cctx.Alloc(40)
+	// frontier's edges) and bfs_claim_heads's probe counters (probeLines...).
+	count, err := r.cctx.Alloc(64)
 	if err != nil {
 		return nil, err
 	}
 	defer count.Free()
 
-	// A bit per chunk of edges, for bfs_claim_heads to mark the chunks a
-	// bottom-up step would read.
+	// Two bitmaps of a bit per chunk of edges, for bfs_claim_heads to mark
+	// the chunks a bottom-up step would read after the heads checked and
+	// after all the heads.
 	var marks *cuda.DeviceMem
+	markWords := max(1, (r.chunks+31)/32)
 	if per := uint64(r.Info.Heads); per > 0 && !r.Info.Directed {
-		if marks, err = r.cctx.Alloc(4 * max(1, (r.chunks+31)/32)); err != nil {
+		if marks, err = r.cctx.Alloc(2 * 4 * markWords); err != nil {
 			return nil, err
 		}
 		defer marks.Free()
@@ -642,7 +700,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	reached := uint64(1)
 	scout := r.Offsets[src+1] - r.Offsets[src]
 	dir := newDirection(n, m)
-	cb := make([]byte, 40)
+	cb := make([]byte, 64)
 	for level := uint32(0); nf > 0; level++ {
 		levelStart := time.Now()
 		var trace BFSLevel
@@ -711,8 +769,12 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			// The heads first. Where the probe decides, it decides on the
 			// first block (the heads on storage are read a block at a
 			// time), and the rest are read and checked only for a level
-			// that then goes on bottom-up: a level sent top-down reads
-			// half the heads.
+			// that then goes on bottom-up, and only where they save more
+			// lines of edges than they cost (restPays): a level sent
+			// top-down reads half the heads, and so does a graph whose
+			// lists are longer than all the heads (uniform) or a level
+			// that has few lines left to scan. Later bottom-up levels
+			// check the heads in GPU memory.
 			per := uint32(r.Info.Heads)
 			if heads == 0 {
 				if heads, headsMem, headsIn, err = r.placeHeads(ctx, phase); err != nil {
@@ -731,10 +793,15 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 				phase("read heads")
 				return nil
 			}
-			claim := func(from, to uint32, lines cuda.DevicePtr) error {
+			claim := func(from, to uint32, probe bool) error {
+				var lines, linesAll cuda.DevicePtr
+				if probe {
+					lines, linesAll = marks.Ptr(), marks.Ptr().Add(4*markWords)
+				}
 				if err := r.launch(ctx, "graph_bfs_claim_heads_"+r.vs, r.threads(n), cuda.Ptr(heads), cuda.Ptr(r.dOff.Ptr()),
 					cuda.U64(n), cuda.U32(from), cuda.U32(to), cuda.Ptr(depth.Ptr()), cuda.U32(level), cuda.Ptr(fb.Ptr()), cuda.Ptr(count.Ptr()),
-					cuda.Ptr(count.Ptr().Add(24)), cuda.U64(r.chunkEdges), cuda.Ptr(lines), cuda.Ptr(count.Ptr().Add(32))); err != nil {
+					cuda.Ptr(count.Ptr().Add(24)), cuda.U64(r.chunkEdges), cuda.Ptr(lines), cuda.Ptr(linesAll), cuda.U32(per),
+					cuda.Ptr(count.Ptr().Add(32))); err != nil {
 					return fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
 				}
 				phase("check heads")
@@ -742,36 +809,41 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			}
 			probe := !wasBottomUp && marks != nil
 			if !probe {
-				if err := rest(); err != nil {
-					return nil, err
-				}
-				if err := claim(0, per, 0); err != nil {
+				if err := claim(0, headsIn, false); err != nil {
 					return nil, err
 				}
 			} else {
 				if err := marks.Memset8(0); err != nil {
 					return nil, err
 				}
-				if err := claim(0, headsIn, marks.Ptr()); err != nil {
+				if err := claim(0, headsIn, true); err != nil {
 					return nil, err
 				}
 				if err := count.Read(0, cb); err != nil {
 					return nil, err
 				}
 				trace.HeadsFirst = true
-				trace.ScanLines = *(*uint64)(unsafe.Pointer(&cb[32]))
+				word := func(at int) uint64 { return *(*uint64)(unsafe.Pointer(&cb[at])) }
+				probed := func(counter int) uint64 { return word(32 + 8*counter) }
+				pr := headsProbe{found: word(0), lines: probed(probeLines), linesAll: probed(probeLinesAll),
+					left: probed(probeLeft), leftAll: probed(probeLeftAll)}
+				trace.ScanLines, trace.PastHeadsLines = pr.lines, pr.linesAll
 				trace.TopDownLines = topDownLines(nf, mf, r.chunkEdges, r.chunks)
 				if trace.ScanLines >= trace.TopDownLines {
 					dir.topDown(mf)
 					bottomUp, trace.BottomUp = false, false
 				} else if headsIn < per {
+					trace.RestSavedLines = pr.restSaves(headsIn, per)
+				}
+				if trace.BottomUp && headsIn < per && r.restPays(trace.RestSavedLines, headsIn) {
 					from := headsIn
 					if err := rest(); err != nil {
 						return nil, err
 					}
-					if err := claim(from, per, 0); err != nil {
+					if err := claim(from, per, false); err != nil {
 						return nil, err
 					}
+					trace.HeadsRest = true
 				}
 			}
 			settled = headsIn

@@ -130,6 +130,7 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 					t.Fatal("GPU depths differ from the CPU's")
 				}
 				checkTrace(t, got, p == OnStorage && run == 0)
+				checkHeadsRest(t, r, got)
 				if kind == "grid" {
 					// Every level is small: the top-down ones run fused,
 					// in more than one launch, but for the last few,
@@ -227,6 +228,39 @@ func checkTrace(t *testing.T, r *BFSResult, cold bool) {
 	}
 	if cold && read == 0 {
 		t.Fatal("a cold BFS on storage read no bytes, by its trace")
+	}
+}
+
+// checkHeadsRest checks where a GPU BFS read the heads past the first
+// block: at most once, only at a level the probe sent bottom-up, and there
+// exactly when restPays says so.
+func checkHeadsRest[V VertexID](t *testing.T, r *GPU[V], res *BFSResult) {
+	t.Helper()
+	in := uint32(r.Info.Heads)
+	if r.Placement == OnStorage {
+		in = min(in, headsBlock)
+	}
+	for i, l := range res.Trace {
+		if l.PastHeadsLines > l.ScanLines {
+			t.Fatalf("level %d: %d lines past the heads of %d to scan", i, l.PastHeadsLines, l.ScanLines)
+		}
+		if !l.HeadsFirst || !l.BottomUp || in == uint32(r.Info.Heads) {
+			if l.HeadsRest {
+				t.Fatalf("level %d read the rest of the heads: heads first %v, bottom-up %v, %d of %d in", i, l.HeadsFirst, l.BottomUp, in, r.Info.Heads)
+			}
+			continue
+		}
+		if sure := l.ScanLines - l.PastHeadsLines; l.RestSavedLines < sure || l.RestSavedLines > l.ScanLines {
+			t.Fatalf("level %d: rest of the heads saves %d lines of %d, %d of them for sure", i, l.RestSavedLines, l.ScanLines, sure)
+		}
+		want := r.restPays(l.RestSavedLines, in)
+		t.Logf("level %d: rest of the heads saves %d of %d lines to scan: rest read %v", i, l.RestSavedLines, l.ScanLines, l.HeadsRest)
+		if l.HeadsRest != want {
+			t.Fatalf("level %d: rest of the heads read %v, restPays says %v (%d lines saved of %d)", i, l.HeadsRest, want, l.RestSavedLines, l.ScanLines)
+		}
+		if l.HeadsRest {
+			in = uint32(r.Info.Heads)
+		}
 	}
 }
 
