@@ -244,26 +244,30 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 		defer headBufs.Put(hp)
 		buf := pool.get()
 		defer pool.put(buf)
-		// The chunk's heads, a run per block (headsAt), copied into
-		// hd (per a vertex).
+		// The chunk's heads, a run per block (headsAt), each read when a
+		// vertex first needs it (into hd, a block after the other, where
+		// the source copies): a chunk whose vertices all have a parent
+		// among their first block, or too few neighbours for the second,
+		// reads only the first.
 		hd := (*hp)[:0]
+		var runs [][]V
 		if per > 0 {
-			blocks := (per + headsBlock - 1) / headsBlock
 			hd = slices.Grow(hd, int(uint64(hi-lo)*per))[:uint64(hi-lo)*per]
-			for b := range blocks {
-				cols := min(uint64(headsBlock), per-b*headsBlock)
-				at := g.N * headsBlock * b
-				run, err := g.Heads.Read(ctx, at+uint64(lo)*cols, at+uint64(hi)*cols, *buf)
-				if err != nil {
-					return err
-				}
-				for v := range uint64(hi - lo) {
-					copy(hd[v*per+b*headsBlock:v*per+b*headsBlock+cols], run[v*cols:(v+1)*cols])
-				}
-			}
+			runs = make([][]V, (per+headsBlock-1)/headsBlock)
 		}
 		*hp = hd
-		heads := hd
+		headsRun := func(b uint64) ([]V, error) {
+			if runs[b] == nil {
+				cols := min(uint64(headsBlock), per-b*headsBlock)
+				at := g.N * headsBlock * b
+				run, err := g.Heads.Read(ctx, at+uint64(lo)*cols, at+uint64(hi)*cols, hd[uint64(hi-lo)*headsBlock*b:])
+				if err != nil {
+					return nil, err
+				}
+				runs[b] = run
+			}
+			return runs[b], nil
+		}
 		vs := (*p)[:0]
 		var seen, claimed uint64 // list elements read; the degrees of the vertices reached
 	vertices:
@@ -273,8 +277,15 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 			}
 			if per > 0 {
 				d := g.Degree(uint64(v))
-				for _, w := range heads[uint64(v-lo)*per : uint64(v-lo+1)*per] {
-					if atomic.LoadInt32(&depth[w]) == level {
+				// Heads past the degree are padding (the vertex itself).
+				for r := range min(d, per) {
+					b := r / headsBlock
+					run, err := headsRun(b)
+					if err != nil {
+						return err
+					}
+					cols := min(uint64(headsBlock), per-b*headsBlock)
+					if w := run[uint64(v-lo)*cols+r%headsBlock]; atomic.LoadInt32(&depth[w]) == level {
 						atomic.StoreInt32(&depth[v], level+1)
 						atomic.OrUint64(&next[v/64], 1<<(v%64))
 						seen += min(d, per)
