@@ -62,7 +62,9 @@
 // vertices' heads, the large bottom-up levels then read the heads instead
 // of most lines of the edges. On the GPU the first such level reads the
 // first block, probes with it, and reads and checks the second only if the
-// level goes on bottom-up. CC reads through longer lines than BFS
+// level goes on bottom-up and the lines it would save (estimated by the
+// probe, headsProbe.restSaves) outweigh its bytes; the CPU reads a chunk's
+// second block only for a vertex its first did not settle. CC reads through longer lines than BFS
 // (CCOptions: 16 KiB where the store allows), while BFS reads scattered
 // lists. Saved edges start on a multiple of EdgeAlign (64 KiB), so that a
 // GPU engine may cache them in lines of any size.
