@@ -654,6 +654,43 @@ __device__ void cc_link_heads(const V *__restrict__ heads, u64 v0, u64 n, u32 pe
 	}
 }
 
+// The tiles of a packed heads array's index (graph.headsTile): base[t]
+// counts the vertices a block holds before vertex t * heads_tile.
+constexpr u64 heads_tile = 64;
+
+// heads_expand writes block b of the heads array full (cols entries a
+// vertex, head r of vertex v at v * cols + r, as bfs_claim_heads and
+// cc_link_heads read it) from the block as a graph saves it, packed: only
+// the vertices of more than min_degree = b * heads_block neighbours, in
+// order (the others' heads in the block are all padding, their own id).
+// It does vertices v0 up to v0+n, v0 a multiple of heads_tile: out
+// points at v0's entries, packed at those of the first vertex held from
+// v0 on, and base is the block's index (graph.headsIndex). A warp takes a
+// tile at a time, each lane a vertex; a ballot of the lanes holding one
+// numbers their entries.
+template <typename V>
+__device__ void heads_expand(const V *__restrict__ packed, V *__restrict__ out, const u64 *__restrict__ offsets, u64 v0,
+                             u64 n, const u64 *__restrict__ base, u64 min_degree, u32 cols) {
+	const u32 lane = threadIdx.x & 31;
+	const u64 tiles = (n + heads_tile - 1) / heads_tile;
+	const u64 t0 = v0 / heads_tile;
+	for (u64 t = warp_id(); t < tiles; t += grid_warps()) {
+		u64 k = base[t0 + t] - base[t0];  // vertices held from v0 to the tile
+		for (u64 i = t * heads_tile; i < (t + 1) * heads_tile; i += 32) {
+			const u64 at = i + lane;
+			const bool in = at < n;
+			const u64 v = v0 + at;
+			const bool held = in && offsets[v + 1] - offsets[v] > min_degree;
+			const u32 mask = __ballot_sync(bam::full_warp_mask, held);
+			const u64 mine = k + __popc(mask & ((1u << lane) - 1));
+			if (in) {
+				for (u32 r = 0; r < cols; r++) out[at * cols + r] = held ? packed[mine * cols + r] : (V)v;
+			}
+			k += __popc(mask);
+		}
+	}
+}
+
 // cc_link_column links every vertex v to col[v] (itself: nothing to do).
 template <typename V>
 __device__ void cc_link_column(const V *__restrict__ col, u64 n, V *comp) {
@@ -786,6 +823,10 @@ __device__ void cc_compress(V *comp, u64 n) {
 		cc_link_heads(heads, v0, n, per, comp, second);                                                              \
 	}                                                                                                                \
 	BAM_KERNEL void graph_cc_link_column_##VS(const V *col, u64 n, V *comp) { cc_link_column(col, n, comp); }        \
+	BAM_KERNEL void graph_heads_expand_##VS(const V *packed, V *out, const u64 *offsets, u64 v0, u64 n, const u64 *base, \
+	                                        u64 min_degree, u32 cols) {                                              \
+		heads_expand(packed, out, offsets, v0, n, base, min_degree, cols);                                           \
+	}                                                                                                                \
 	BAM_KERNEL void graph_cc_snapshot_##VS(const V *comp, u64 n, V *snap, const u64 *idx, u64 k, V *out) {          \
 		cc_snapshot(comp, n, snap, idx, k, out);                                                                     \
 	}                                                                                                                \

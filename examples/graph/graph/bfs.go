@@ -69,9 +69,10 @@ type BFSLevel struct {
 	RestSavedLines uint64 `json:"rest_saved_lines,omitempty"`
 	HeadsRest      bool   `json:"heads_rest,omitempty"`
 	// Phases are the level's steps on the GPU in order, each timed on the
-	// host from the end of the one before: "allocate heads" and "read
-	// heads" (into GPU memory, at the first level that checks them), "check
-	// heads", "scan" (bottom-up), "classify" and "expand" (top-down),
+	// host from the end of the one before: "allocate heads", "read
+	// heads" and "expand heads" (into GPU memory, a block at a time, at
+	// the first level that checks them; expanded from a packed array),
+	// "check heads", "scan" (bottom-up), "classify" and "expand" (top-down),
 	// "small levels" (bfs_small_levels, see Fused), and "count" (the
 	// level's own bookkeeping: its counters reset and read).
 	Phases []Stage `json:"phases,omitempty"`
@@ -224,8 +225,9 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 	var lists sync.Pool    // *[]uint64: a chunk's unreached vertices
 	var headBufs sync.Pool // *[]V: a chunk's heads, per a vertex
 	per := uint64(0)
+	var hx *headsIndex
 	if g.Heads != nil {
-		per = uint64(g.Info.Heads)
+		per, hx = uint64(g.Info.Heads), g.headsIndex()
 	}
 	chunk := frontierChunk * 8
 	if per > 0 {
@@ -244,23 +246,22 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 		defer headBufs.Put(hp)
 		buf := pool.get()
 		defer pool.put(buf)
-		// The chunk's heads, a run per block (headsAt), each read when a
-		// vertex first needs it (into hd, a block after the other, where
-		// the source copies): a chunk whose vertices all have a parent
-		// among their first block, or too few neighbours for the second,
-		// reads only the first.
+		// The chunk's heads, a run per block (headsIndex.span), each read
+		// when a vertex first needs it (into hd, a block after the other,
+		// where the source copies): a chunk whose vertices all have a
+		// parent among their first block, or too few neighbours for the
+		// second, reads only the first.
 		hd := (*hp)[:0]
 		var runs [][]V
 		if per > 0 {
 			hd = slices.Grow(hd, int(uint64(hi-lo)*per))[:uint64(hi-lo)*per]
-			runs = make([][]V, (per+headsBlock-1)/headsBlock)
+			runs = make([][]V, hx.blocks())
 		}
 		*hp = hd
 		headsRun := func(b uint64) ([]V, error) {
 			if runs[b] == nil {
-				cols := min(uint64(headsBlock), per-b*headsBlock)
-				at := g.N * headsBlock * b
-				run, err := g.Heads.Read(ctx, at+uint64(lo)*cols, at+uint64(hi)*cols, hd[uint64(hi-lo)*headsBlock*b:])
+				from, to := hx.span(g.Offsets, b, uint64(lo), uint64(hi))
+				run, err := g.Heads.Read(ctx, from, to, hd[uint64(hi-lo)*headsBlock*b:])
 				if err != nil {
 					return nil, err
 				}
@@ -268,15 +269,26 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 			}
 			return runs[b], nil
 		}
+		var at [HeadsPerVertex / headsBlock]uint64 // per block: the element of its run holding the next vertex's heads
 		vs := (*p)[:0]
 		var seen, claimed uint64 // list elements read; the degrees of the vertices reached
 	vertices:
 		for v := lo; v < hi; v++ {
+			var d uint64
+			var mine [len(at)]uint64 // v's heads in the runs
+			if per > 0 {
+				d = g.Degree(uint64(v))
+				for b := range hx.blocks() {
+					mine[b] = at[b]
+					if hx.holds(b, d) {
+						at[b] += hx.cols(b)
+					}
+				}
+			}
 			if atomic.LoadInt32(&depth[v]) != Unreached {
 				continue
 			}
 			if per > 0 {
-				d := g.Degree(uint64(v))
 				// Heads past the degree are padding (the vertex itself).
 				for r := range min(d, per) {
 					b := r / headsBlock
@@ -284,8 +296,7 @@ func claimParents[V VertexID](ctx context.Context, g *Graph[V], depth []int32, l
 					if err != nil {
 						return err
 					}
-					cols := min(uint64(headsBlock), per-b*headsBlock)
-					if w := run[uint64(v-lo)*cols+r%headsBlock]; atomic.LoadInt32(&depth[w]) == level {
+					if w := run[mine[b]+r%headsBlock]; atomic.LoadInt32(&depth[w]) == level {
 						atomic.StoreInt32(&depth[v], level+1)
 						atomic.OrUint64(&next[v/64], 1<<(v%64))
 						seen += min(d, per)

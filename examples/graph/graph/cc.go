@@ -127,20 +127,26 @@ func CC[V VertexID](ctx context.Context, g *Graph[V], opt AlgoOptions) (*CCResul
 // block: every vertex linked to its head r, the heads read as one run per
 // chunk of vertices.
 func linkHeads[V VertexID](ctx context.Context, g *Graph[V], r uint64, comp []uint64, workers int, touched *atomic.Uint64) error {
-	per := uint64(headsBlock) // the first block: every vertex's first two heads
+	hx := g.headsIndex()
+	per := hx.cols(0) // the first block: every vertex's first two heads
 	var pool bufPool[V]
 	return parallelChunksErr(ctx, workers, int(g.N), int(maxSpan/per), func(ctx context.Context, lo, hi int) error {
 		buf := pool.get()
 		defer pool.put(buf)
-		h, err := g.Heads.Read(ctx, uint64(lo)*per, uint64(hi)*per, *buf)
+		from, to := hx.span(g.Offsets, 0, uint64(lo), uint64(hi))
+		h, err := g.Heads.Read(ctx, from, to, *buf)
 		if err != nil {
 			return err
 		}
-		var need uint64
+		var need, at uint64 // at: the element of h holding v's heads
 		for v := uint64(lo); v < uint64(hi); v++ {
-			if g.Degree(v) > r {
+			d := g.Degree(v)
+			if d > r {
 				need++
-				link(comp, v, uint64(h[(v-uint64(lo))*per+r]))
+				link(comp, v, uint64(h[at+r]))
+			}
+			if hx.holds(0, d) {
+				at += per
 			}
 		}
 		touched.Add(need)

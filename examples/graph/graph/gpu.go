@@ -99,11 +99,19 @@ type GPU[V VertexID] struct {
 	arr    *gpuengine.Array
 	dEdges *cuda.DeviceMem
 	hEdges *cuda.HostMem
-	// The heads array (Info.Heads > 0), placed as the edges.
-	heads  *gpuengine.Array
-	dHeads *cuda.DeviceMem
-	hHeads *cuda.HostMem
-	dOff   *cuda.DeviceMem
+	// The heads array (Info.Heads > 0), placed as the edges: on storage
+	// as saved (packed or full, hx), in GPU or pinned memory full
+	// (expandHeads). dHeadsBase holds, for packed heads on storage, every
+	// block's hx.base one after the other (graph_heads_expand).
+	heads      *gpuengine.Array
+	dHeads     *cuda.DeviceMem
+	hHeads     *cuda.HostMem
+	hx         *headsIndex
+	dHeadsBase *cuda.DeviceMem
+	// headsStage is the bytes of a piece of CC's first round over heads
+	// on storage (headsStageBytes; tests make it smaller).
+	headsStage uint64
+	dOff       *cuda.DeviceMem
 	// dChunks holds, for each of the chunks of a cache line's worth of
 	// edges, the first vertex whose list starts in it or later; one more
 	// entry closes the last chunk (chunkFirst).
@@ -153,7 +161,7 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	if err != nil {
 		return nil, err
 	}
-	r := &GPU[V]{Info: g.Info, Offsets: g.Offsets, Placement: placement, blocks: opt.MaxBlocks, vs: "u32"}
+	r := &GPU[V]{Info: g.Info, Offsets: g.Offsets, Placement: placement, blocks: opt.MaxBlocks, vs: "u32", headsStage: headsStageBytes}
 	if g.IDBits == 64 {
 		r.vs = "u64"
 	}
@@ -230,7 +238,18 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	if r.dChunks, err = upload(r.cctx, cuda.AsBytes(first)); err != nil {
 		return nil, err
 	}
-	headsBytes := g.N * uint64(g.Info.Heads) * uint64(sizeOf(zero))
+	if g.Info.Heads > 0 {
+		r.hx = g.headsIndex()
+		if r.hx.packed && placement == OnStorage {
+			var base []uint64
+			for _, b := range r.hx.base {
+				base = append(base, b...)
+			}
+			if r.dHeadsBase, err = upload(r.cctx, cuda.AsBytes(base)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	switch placement {
 	case OnStorage:
 		if r.arr, err = r.eng.Bind(spec); err != nil {
@@ -247,7 +266,11 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 			return nil, err
 		}
 		if g.Info.Heads > 0 {
-			if r.dHeads, err = loadDevice(ctx, dir, s, headsName(name), headsBytes, r.cctx); err != nil {
+			h, err := loadHeads[V](ctx, dir, s, name, r.hx, g.Offsets)
+			if err != nil {
+				return nil, err
+			}
+			if r.dHeads, err = upload(r.cctx, bytesOf(h)); err != nil {
 				return nil, err
 			}
 		}
@@ -258,9 +281,14 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 			return nil, err
 		}
 		if g.Info.Heads > 0 {
-			if r.hHeads, err = loadPinned(ctx, dir, s, headsName(name), headsBytes, r.cctx); err != nil {
+			h, err := loadHeads[V](ctx, dir, s, name, r.hx, g.Offsets)
+			if err != nil {
 				return nil, err
 			}
+			if r.hHeads, err = r.cctx.AllocHost(max(uint64(len(h))*uint64(sizeOf(zero)), 8), cuda.HostAllocPortable|cuda.HostAllocDeviceMap); err != nil {
+				return nil, err
+			}
+			copy(r.hHeads.Bytes(), bytesOf(h))
 		}
 		r.LoadTime = time.Since(t0)
 	default:
@@ -277,6 +305,17 @@ func loadDevice(ctx context.Context, dir string, s *bam.Store, name string, nbyt
 		return nil, err
 	}
 	return upload(c, host)
+}
+
+// loadHeads reads the heads array of graph name (indexed by hx) from the
+// namespace files and returns it full (expandHeads), for GPU or pinned
+// memory.
+func loadHeads[V VertexID](ctx context.Context, dir string, s *bam.Store, name string, hx *headsIndex, off []uint64) ([]V, error) {
+	h := make([]V, hx.size())
+	if err := ReadObjectFiles(ctx, dir, s, headsName(name), bytesOf(h)); err != nil {
+		return nil, err
+	}
+	return expandHeads(hx, off, h), nil
 }
 
 // loadPinned reads object name (nbytes) from the namespace files into new
@@ -369,30 +408,73 @@ func (r *GPU[V]) placeHeads(ctx context.Context, phase func(string)) (p cuda.Dev
 		return p, nil, all, err
 	}
 	var zero V
-	if mem, err = r.cctx.Alloc(max(1, r.Info.N*uint64(all)*uint64(sizeOf(zero)))); err != nil {
+	// The full array, and behind it room for a packed block on its way
+	// (graph_heads_expand).
+	elems := r.Info.N * uint64(all)
+	if r.hx.packed {
+		elems += r.hx.held[0] * r.hx.cols(0)
+	}
+	if mem, err = r.cctx.Alloc(max(1, elems*uint64(sizeOf(zero)))); err != nil {
 		return 0, nil, 0, err
 	}
 	if phase != nil {
 		phase("allocate heads")
 	}
-	in = min(all, headsBlock)
-	if err := r.heads.ReadRangeTo(ctx, 0, r.Info.N*uint64(in), mem.Ptr()); err != nil {
+	if err := r.readHeadsBlock(ctx, mem.Ptr(), mem.Ptr().Add(r.Info.N*uint64(all)*uint64(sizeOf(zero))), 0, 0, r.Info.N, phase); err != nil {
 		mem.Free()
 		return 0, nil, 0, err
 	}
-	return mem.Ptr(), mem, in, nil
+	return mem.Ptr(), mem, min(all, headsBlock), nil
 }
 
 // readHeadsRest reads the heads placeHeads left on storage, the blocks
-// after the first in of a vertex, into mem behind them.
-func (r *GPU[V]) readHeadsRest(ctx context.Context, mem *cuda.DeviceMem, in uint32) error {
+// after the first in heads of a vertex, into mem, where placeHeads put
+// the first.
+func (r *GPU[V]) readHeadsRest(ctx context.Context, mem *cuda.DeviceMem, in uint32, phase func(string)) error {
 	all := uint64(r.Info.Heads)
 	if mem == nil || uint64(in) >= all {
 		return nil
 	}
 	var zero V
-	first := r.Info.N * uint64(in)
-	return r.heads.ReadRangeTo(ctx, first, r.Info.N*all-first, mem.Ptr().Add(first*uint64(sizeOf(zero))))
+	stage := mem.Ptr().Add(r.Info.N * all * uint64(sizeOf(zero)))
+	for b := uint64(in) / headsBlock; b < r.hx.blocks(); b++ {
+		if err := r.readHeadsBlock(ctx, mem.Ptr().Add(headsAt(r.Info.N, 0, b*headsBlock)*uint64(sizeOf(zero))), stage, b, 0, r.Info.N, phase); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readHeadsBlock reads block b of the heads on storage, the entries of
+// vertices v0 up to v0+nv (v0 a multiple of headsTile), into GPU memory at
+// out, full (headsAt's layout of the block): a full array's straight
+// there, through the cache in bulk; a packed array's into stage first,
+// then expanded (graph_heads_expand). phase, when not nil, is told when
+// the block is read ("read heads") and expanded ("expand heads").
+func (r *GPU[V]) readHeadsBlock(ctx context.Context, out, stage cuda.DevicePtr, b, v0, nv uint64, phase func(string)) error {
+	from, to := r.hx.span(r.Offsets, b, v0, v0+nv)
+	dst := out
+	if r.hx.packed {
+		dst = stage
+	}
+	if err := r.heads.ReadRangeTo(ctx, from, to-from, dst); err != nil {
+		return err
+	}
+	if phase != nil {
+		phase("read heads")
+	}
+	if !r.hx.packed {
+		return nil
+	}
+	base := r.dHeadsBase.Ptr().Add(b * uint64(len(r.hx.base[0])) * 8)
+	if err := r.launch(ctx, "graph_heads_expand_"+r.vs, r.warps((nv+headsTile-1)/headsTile), cuda.Ptr(stage), cuda.Ptr(out),
+		cuda.Ptr(r.dOff.Ptr()), cuda.U64(v0), cuda.U64(nv), cuda.Ptr(base), cuda.U64(b*headsBlock), cuda.U32(uint32(r.hx.cols(b)))); err != nil {
+		return err
+	}
+	if phase != nil {
+		phase("expand heads")
+	}
+	return nil
 }
 
 // linkHeads runs CC's first round (graph_cc_link_heads) over the heads
@@ -418,15 +500,16 @@ func (r *GPU[V]) linkHeads(ctx context.Context, comp, second cuda.DevicePtr) err
 	}
 	var zero V
 	entry := per * uint64(sizeOf(zero))
-	piece := max(1, min(n, headsStageBytes/entry)) // vertices a piece
-	buf, err := r.cctx.Alloc(piece * entry)
+	piece := max(headsTile, min(n, r.headsStage/entry)/headsTile*headsTile) // vertices a piece
+	// A piece full, and behind it room for it packed.
+	buf, err := r.cctx.Alloc(2 * piece * entry)
 	if err != nil {
 		return err
 	}
 	defer buf.Free()
 	for v0 := uint64(0); v0 < n; v0 += piece {
 		nv := min(piece, n-v0)
-		if err := r.heads.ReadRangeTo(ctx, v0*per, nv*per, buf.Ptr()); err != nil {
+		if err := r.readHeadsBlock(ctx, buf.Ptr(), buf.Ptr().Add(piece*entry), 0, v0, nv, nil); err != nil {
 			return err
 		}
 		if err := link(buf.Ptr(), v0, nv); err != nil {
@@ -561,7 +644,7 @@ func (r *GPU[V]) restPays(saved uint64, in uint32) bool {
 		return true
 	}
 	var zero V
-	cost := r.Info.N * (uint64(r.Info.Heads) - uint64(in)) * uint64(sizeOf(zero))
+	cost := (r.hx.size() - r.hx.start[in/headsBlock]) * uint64(sizeOf(zero))
 	return saved*r.chunkEdges*uint64(sizeOf(zero)) > cost
 }
 
@@ -780,17 +863,15 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 				if heads, headsMem, headsIn, err = r.placeHeads(ctx, phase); err != nil {
 					return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
 				}
-				phase("read heads")
 			}
 			rest := func() error {
 				if headsIn == per {
 					return nil
 				}
-				if err := r.readHeadsRest(ctx, headsMem, headsIn); err != nil {
+				if err := r.readHeadsRest(ctx, headsMem, headsIn, phase); err != nil {
 					return fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
 				}
 				headsIn = per
-				phase("read heads")
 				return nil
 			}
 			claim := func(from, to uint32, probe bool) error {
@@ -1183,7 +1264,7 @@ func (r *GPU[V]) CC(ctx context.Context) (*CCResult, error) {
 // Close frees the device memory and stops the engine.
 func (r *GPU[V]) Close() error {
 	var errs []error
-	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dHeads, r.dOff, r.dChunks, r.small} {
+	for _, m := range []*cuda.DeviceMem{r.dEdges, r.dHeads, r.dHeadsBase, r.dOff, r.dChunks, r.small} {
 		if m != nil {
 			errs = append(errs, m.Free())
 		}

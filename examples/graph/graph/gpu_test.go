@@ -71,6 +71,11 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 	if err := Save(ctx, s, name, c, SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The same graph with its heads full, as graphs were saved before the
+	// heads were packed.
+	if err := Save(ctx, s, name+"-full", c, SaveOptions{fullHeads: true}); err != nil {
+		t.Fatal(err)
+	}
 	mem := InMemory(name, c)
 	src := uint64(0)
 	for c.Degree(src) < 2 {
@@ -94,19 +99,29 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 		name    string
 		p       Placement
 		opt     GPUOptions
-		noHeads bool // CC's first pass over the edges, as for graphs saved without heads
+		noHeads bool   // CC's first pass over the edges, as for graphs saved without heads
+		graph   string // the graph saved as name+graph
+		pieces  bool   // CC's first round over the heads on storage in pieces of a few tiles
 	}{
-		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}, false},
-		{"storage-cc-lines", OnStorage, ccOpt, false},
-		{"storage-no-heads", OnStorage, ccOpt, true},
-		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}, false},
-		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}, false},
+		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}, false, "", false},
+		{"storage-cc-lines", OnStorage, ccOpt, false, "", true},
+		{"storage-no-heads", OnStorage, ccOpt, true, "", false},
+		{"storage-full-heads", OnStorage, GPUOptions{CacheBytes: cache}, false, "-full", true},
+		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}, false, "", false},
+		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}, false, "", false},
+		{"device-full-heads", InDevice, GPUOptions{CacheBytes: cache}, false, "-full", false},
 	} {
 		p := v.p
 		t.Run(v.name, func(t *testing.T) {
-			r, err := OpenGPU[V](ctx, dir, s, name, p, v.opt)
+			r, err := OpenGPU[V](ctx, dir, s, name+v.graph, p, v.opt)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if r.Info.HeadsPacked != (v.graph == "") {
+				t.Fatalf("heads packed %v", r.Info.HeadsPacked)
+			}
+			if v.pieces {
+				r.headsStage = 5 * headsTile * headsBlock * uint64(sizeOf(zero))
 			}
 			defer func() {
 				if err := r.Close(); err != nil {

@@ -463,6 +463,16 @@ func TestAlgorithmsInMemoryAgainstOracles(t *testing.T) {
 		if m := uint64(len(c.Edges)); !slices.Equal(cc2.Comp, cc.Comp) || cc2.EdgesTouched > m || cc.EdgesTouched > m+HeadsPerVertex*c.N {
 			t.Fatalf("graph %d: CC without heads: touched %d, with %d (%d edges); components equal %v", i, cc2.EdgesTouched, cc.EdgesTouched, m, slices.Equal(cc2.Comp, cc.Comp))
 		}
+		// A full heads array (graphs saved before they were packed) gives
+		// the same results.
+		full := *g
+		full.Heads, full.HeadsPacked, full.headsIx = SliceSource[uint32](expandHeads(g.headsIndex(), c.Offsets, HeadsOf(c))), false, nil
+		if res3, err := BFS(ctx, &full, src, AlgoOptions{Workers: 3}); err != nil || !slices.Equal(res3.Depth, res.Depth) || res3.EdgesTouched != res.EdgesTouched {
+			t.Fatalf("graph %d: BFS over full heads: err %v; depths equal %v; touched %d, packed %d", i, err, err == nil && slices.Equal(res3.Depth, res.Depth), res3.EdgesTouched, res.EdgesTouched)
+		}
+		if cc3, err := CC(ctx, &full, AlgoOptions{Workers: 3}); err != nil || !slices.Equal(cc3.Comp, cc.Comp) {
+			t.Fatalf("graph %d: CC over full heads: err %v", i, err)
+		}
 		// BFS's bottom-up levels without the heads give the same depths.
 		res2, err := BFS(ctx, &noHeads, src, AlgoOptions{Workers: 3})
 		if err != nil {
@@ -478,8 +488,10 @@ func TestHeadsOf(t *testing.T) {
 	// Degrees 0, 1, 3, 0, 5, 1, 1. Vertex 4's heads: 2 (degree 3), then
 	// 1, 5 and 6 (degree 1: list order), over 0 (degree 0); vertex 2's: 4
 	// (degree 5), 1, 3 and its own id; vertices with fewer neighbours than
-	// heads are padded with their own id. The array holds the first two
-	// heads of every vertex, then the next two (headsAt).
+	// heads are padded with their own id. Full, the array holds the first
+	// two heads of every vertex, then the next two (headsAt); packed, the
+	// first block holds the vertices with a neighbour (1, 2, 4, 5, 6) and
+	// the second those with more than two (2, 4).
 	c := &CSR[uint32]{N: 7, Offsets: []uint64{0, 0, 1, 4, 4, 9, 10, 11},
 		Edges: []uint32{2, 1, 3, 4, 1, 2, 5, 0, 6, 4, 4}}
 	heads := [][HeadsPerVertex]uint32{{0, 0, 0, 0}, {2, 1, 1, 1}, {4, 1, 3, 2}, {3, 3, 3, 3}, {2, 1, 5, 6}, {4, 5, 5, 5}, {4, 6, 6, 6}}
@@ -492,8 +504,63 @@ func TestHeadsOf(t *testing.T) {
 	if want[2] != 2 || want[2*7+2] != 1 { // vertex 1's first head, then its third (padding)
 		t.Fatalf("headsAt lays out %v", want)
 	}
-	if got := HeadsOf(c); !slices.Equal(got, want) {
-		t.Fatalf("heads %v, want %v", got, want)
+	packed := []uint32{2, 1, 4, 1, 2, 1, 4, 5, 4, 6, 3, 2, 5, 6}
+	got := HeadsOf(c)
+	if !slices.Equal(got, packed) {
+		t.Fatalf("heads %v, want %v", got, packed)
+	}
+	x := newHeadsIndex(c.Offsets, HeadsPerVertex, true)
+	if x.size() != uint64(len(packed)) || x.held[0] != 5 || x.held[1] != 2 || x.start[1] != 10 {
+		t.Fatalf("index: %d elements, blocks hold %v from %v", x.size(), x.held, x.start)
+	}
+	if from, to := x.span(c.Offsets, 1, 3, 7); from != 12 || to != 14 { // vertex 4's second block
+		t.Fatalf("span of block 1, vertices 3-6: [%d, %d)", from, to)
+	}
+	if full := expandHeads(x, c.Offsets, got); !slices.Equal(full, want) {
+		t.Fatalf("expanded heads %v, want %v", full, want)
+	}
+}
+
+// TestHeadsIndex checks a packed heads array's index against counting, on
+// a graph of isolated vertices, short and long lists across many tiles.
+func TestHeadsIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []uint64{0, 1, headsTile - 1, headsTile, 5*headsTile + 17} {
+		off := make([]uint64, n+1)
+		for v := range n {
+			d := uint64(0)
+			if r.IntN(3) > 0 {
+				d = r.Uint64N(6)
+			}
+			off[v+1] = off[v] + d
+		}
+		x := newHeadsIndex(off, HeadsPerVertex, true)
+		var at uint64
+		for b := range x.blocks() {
+			if x.start[b] != at {
+				t.Fatalf("n=%d: block %d starts at %d, want %d", n, b, x.start[b], at)
+			}
+			k := uint64(0)
+			for v := range n + 1 {
+				if got := x.rank(off, b, v); got != k {
+					t.Fatalf("n=%d: block %d: rank(%d) = %d, want %d", n, b, v, got, k)
+				}
+				if v < n && off[v+1]-off[v] > b*headsBlock {
+					k++
+				}
+			}
+			if x.held[b] != k {
+				t.Fatalf("n=%d: block %d holds %d, want %d", n, b, x.held[b], k)
+			}
+			at += k * headsBlock
+		}
+		if x.size() != at {
+			t.Fatalf("n=%d: size %d, want %d", n, x.size(), at)
+		}
+		full := newHeadsIndex(off, HeadsPerVertex, false)
+		if full.size() != n*HeadsPerVertex || full.rank(off, 1, n) != n {
+			t.Fatalf("n=%d: full index: size %d", n, full.size())
+		}
 	}
 }
 
@@ -682,5 +749,55 @@ func TestDirectionRule(t *testing.T) {
 	d.topDown(5000)
 	if d.bottomUp || d.unchecked != 9000 {
 		t.Fatalf("after topDown: bottom-up %v, %d unchecked; want false, 9000", d.bottomUp, d.unchecked)
+	}
+}
+
+// TestFullHeadsLoad checks that a graph whose heads array is full (saved
+// before heads were packed) loads as such and gives the results of the
+// packed one on the CPU engine.
+func TestFullHeadsLoad(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, 64<<10)
+	el, err := Generate[uint32](ctx, GenOptions{Kind: Kronecker, Scale: 10, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Build(ctx, el, BuildOptions{Symmetrize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"packed", "full"} {
+		if err := Save(ctx, s, name, c, SaveOptions{fullHeads: name == "full"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var depth [][]int32
+	var comp [][]uint64
+	for _, name := range []string{"packed", "full"} {
+		g, err := Load[uint32](ctx, s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.HeadsPacked != (name == "packed") || g.HeadsArray.Len() != g.headsIndex().size() {
+			t.Fatalf("%s: packed %v, %d heads", name, g.HeadsPacked, g.HeadsArray.Len())
+		}
+		b, err := BFS(ctx, g, PickSource(g.Offsets, 1), AlgoOptions{Workers: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.BottomUpLevels == 0 {
+			t.Fatalf("%s: no bottom-up level", name)
+		}
+		cc, err := CC(ctx, g, AlgoOptions{Workers: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		depth, comp = append(depth, b.Depth), append(comp, cc.Comp)
+	}
+	if full := newHeadsIndex(c.Offsets, HeadsPerVertex, false); full.size() != c.N*HeadsPerVertex {
+		t.Fatalf("full index: %d elements", full.size())
+	}
+	if !slices.Equal(depth[0], depth[1]) || !slices.Equal(comp[0], comp[1]) {
+		t.Fatal("results over full heads differ from those over packed heads")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 
 	"github.com/bam-go/bam"
@@ -21,6 +20,9 @@ const (
 	metaIDBits   = "graph.id_bits"
 	metaWeighted = "graph.weighted"
 	metaHeads    = "graph.heads" // entries per vertex of the heads array; absent: no heads array
+	// metaHeadsPacked is "true" where the heads array is packed
+	// (HeadsPerVertex); absent: full.
+	metaHeadsPacked = "graph.heads_packed"
 )
 
 // Array names of graph NAME.
@@ -28,72 +30,6 @@ func offsetsName(name string) string { return name + ".offsets" }
 func edgesName(name string) string   { return name + ".edges" }
 func weightsName(name string) string { return name + ".weights" }
 func headsName(name string) string   { return name + ".heads" }
-
-// HeadsPerVertex is the number of heads per vertex in a saved graph's
-// heads array: for every vertex, its HeadsPerVertex neighbours of the
-// highest degree (HeadsOf), a vertex with fewer neighbours padded with its
-// own id. The array is laid out in blocks of headsBlock columns: block b
-// holds heads headsBlock*b up to headsBlock*(b+1)-1 of every vertex, vertex
-// v's at N*headsBlock*b + headsBlock*v, so its first block alone is the
-// heads array of a graph with headsBlock heads (graphs saved before there
-// were more are just that). CC's first pass links every vertex to the two
-// heads of the first block, so it reads 2N ids, not the whole edges array,
-// whose every line holds some vertex's first neighbours; BFS's bottom-up
-// levels look for a parent among all of them before reading any list.
-const HeadsPerVertex = 2 * headsBlock
-
-// headsBlock is the columns of a block of the heads array (HeadsPerVertex),
-// the heads CC's first pass links (kernels/graph.cu mirrors it as
-// heads_block).
-const headsBlock = ccSampleRounds
-
-// headsAt returns the index of head r of vertex v in a heads array of n
-// vertices (HeadsPerVertex).
-func headsAt(n, v, r uint64) uint64 {
-	return n*headsBlock*(r/headsBlock) + headsBlock*v + r%headsBlock
-}
-
-// HeadsOf returns the heads array of g (HeadsPerVertex heads per vertex,
-// in blocks: HeadsPerVertex): the neighbours of every vertex with the
-// highest degrees, the earlier in its list first among equal degrees,
-// padded with the vertex's own id. The hubs are what a vertex is most
-// likely to reach first: on a Kronecker graph the large bottom-up level of
-// a BFS, whose frontier holds the hubs, then finds the parent of nearly
-// every vertex among its heads. Readers must not assume the heads are a
-// list's first neighbours (graphs saved before this rule hold those); a
-// vertex with at most as many neighbours as heads has all of them among
-// its heads either way.
-func HeadsOf[V VertexID](g *CSR[V]) []V {
-	h := make([]V, g.N*HeadsPerVertex)
-	_ = parallelRange(context.Background(), runtime.GOMAXPROCS(0), int(g.N), 1<<16, func(lo, hi int) {
-		var hv [HeadsPerVertex]V
-		var best [HeadsPerVertex]uint64 // the degrees of the heads chosen so far
-		for v := uint64(lo); v < uint64(hi); v++ {
-			k := 0 // heads chosen
-			for _, w := range g.Edges[g.Offsets[v]:g.Offsets[v+1]] {
-				d := g.Degree(uint64(w))
-				if k == HeadsPerVertex && d <= best[k-1] {
-					continue
-				}
-				// Insert w after the heads of at least its degree.
-				j := min(k, HeadsPerVertex-1)
-				for j > 0 && best[j-1] < d {
-					hv[j], best[j] = hv[j-1], best[j-1]
-					j--
-				}
-				hv[j], best[j] = w, d
-				k = min(k+1, HeadsPerVertex)
-			}
-			for ; k < HeadsPerVertex; k++ {
-				hv[k] = V(v)
-			}
-			for r := range uint64(HeadsPerVertex) {
-				h[headsAt(g.N, v, r)] = hv[r]
-			}
-		}
-	})
-	return h
-}
 
 // Info describes a stored graph.
 type Info struct {
@@ -106,8 +42,12 @@ type Info struct {
 	// Heads is the number of entries per vertex of the heads array
 	// (HeadsOf; HeadsPerVertex, or 2 for graphs saved before there were
 	// more), 0 for graphs saved without one.
-	Heads int               `json:"heads_per_vertex,omitempty"`
-	Meta  map[string]string `json:"meta,omitempty"`
+	Heads int `json:"heads_per_vertex,omitempty"`
+	// HeadsPacked says the heads array's block b holds only the vertices
+	// of more than 2b neighbours (HeadsPerVertex); graphs saved before
+	// hold every vertex in every block.
+	HeadsPacked bool              `json:"heads_packed,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
 }
 
 // EdgeBytes is the size of the edges array's elements.
@@ -120,6 +60,9 @@ type SaveOptions struct {
 	// Meta is added to the graph's catalog metadata (generator, source file).
 	Meta     map[string]string
 	Progress Progress
+	// fullHeads saves the heads array full, as graphs were saved before
+	// it was packed (tests of those graphs).
+	fullHeads bool
 }
 
 // Save writes g into the store as graph name and flushes it.
@@ -144,13 +87,14 @@ func Save[V VertexID](ctx context.Context, s *bam.Store, name string, g *CSR[V],
 		}
 	}
 	meta := map[string]string{
-		metaKind:     "csr",
-		metaVertices: strconv.FormatUint(g.N, 10),
-		metaEdges:    strconv.FormatUint(uint64(len(g.Edges)), 10),
-		metaDirected: strconv.FormatBool(g.Directed),
-		metaIDBits:   strconv.Itoa(bits),
-		metaWeighted: strconv.FormatBool(g.Weights != nil),
-		metaHeads:    strconv.Itoa(HeadsPerVertex),
+		metaKind:        "csr",
+		metaVertices:    strconv.FormatUint(g.N, 10),
+		metaEdges:       strconv.FormatUint(uint64(len(g.Edges)), 10),
+		metaDirected:    strconv.FormatBool(g.Directed),
+		metaIDBits:      strconv.Itoa(bits),
+		metaWeighted:    strconv.FormatBool(g.Weights != nil),
+		metaHeads:       strconv.Itoa(HeadsPerVertex),
+		metaHeadsPacked: strconv.FormatBool(!opt.fullHeads),
 	}
 	for k, v := range opt.Meta {
 		if _, ok := meta[k]; !ok {
@@ -171,7 +115,11 @@ func Save[V VertexID](ctx context.Context, s *bam.Store, name string, g *CSR[V],
 		}
 	}
 	// The heads are aligned as the edges: CC reads both through its lines.
-	if err := writeArray(ctx, s, headsName(name), HeadsOf(g), nil, max(EdgeAlign, s.LineSize()), prog); err != nil {
+	heads := HeadsOf(g)
+	if opt.fullHeads {
+		heads = expandHeads(newHeadsIndex(g.Offsets, HeadsPerVertex, true), g.Offsets, heads)
+	}
+	if err := writeArray(ctx, s, headsName(name), heads, nil, max(EdgeAlign, s.LineSize()), prog); err != nil {
 		return err
 	}
 	if err := writeArray(ctx, s, offsetsName(name), g.Offsets, meta, 0, prog); err != nil {
@@ -261,6 +209,13 @@ func Stat(s *bam.Store, name string) (Info, error) {
 			errs = append(errs, fmt.Errorf("%w: graph %q: %s=%q (want %d or %d)", ErrFormat, name, metaHeads, v, HeadsPerVertex, headsBlock))
 		}
 		info.Heads = h
+		if v, ok := o.Meta(metaHeadsPacked); ok {
+			p, err := strconv.ParseBool(v)
+			if err != nil || p && h != HeadsPerVertex {
+				errs = append(errs, fmt.Errorf("%w: graph %q: %s=%q with %d heads a vertex", ErrFormat, name, metaHeadsPacked, v, h))
+			}
+			info.HeadsPacked = p
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Info{}, err
@@ -282,10 +237,22 @@ type Graph[V VertexID] struct {
 	Edges   EdgeSource[V]
 	// Array is the edges array in the store (nil for in-memory graphs).
 	Array *array.Array[V]
-	// Heads reads the heads array (Info.Heads entries per vertex; nil
-	// when the graph has none) and HeadsArray is it in the store.
+	// Heads reads the heads array (Info.Heads entries per vertex, packed
+	// where Info.HeadsPacked says; nil when the graph has none) and
+	// HeadsArray is it in the store.
 	Heads      EdgeSource[V]
 	HeadsArray *array.Array[V]
+	// headsIx locates a vertex's heads in Heads (set by Load and
+	// InMemory; headsIndex builds it otherwise).
+	headsIx *headsIndex
+}
+
+// headsIndex returns the index of g's heads array.
+func (g *Graph[V]) headsIndex() *headsIndex {
+	if g.headsIx == nil || g.headsIx.per != uint64(g.Info.Heads) || g.headsIx.packed != g.HeadsPacked {
+		g.headsIx = newHeadsIndex(g.Offsets, uint64(g.Info.Heads), g.HeadsPacked)
+	}
+	return g.headsIx
 }
 
 // Degree is the number of neighbours of v.
@@ -319,9 +286,6 @@ func Load[V VertexID](ctx context.Context, s *bam.Store, name string) (*Graph[V]
 		if err != nil {
 			return nil, fmt.Errorf("graph %q: heads: %w", name, err)
 		}
-		if h.Len() != info.N*uint64(info.Heads) {
-			return nil, fmt.Errorf("%w: graph %q: heads array has %d elements for %d vertices", ErrFormat, name, h.Len(), info.N)
-		}
 		g.HeadsArray, g.Heads = h, ArraySource[V]{h}
 	}
 	if err := off.ReadRange(ctx, 0, g.Offsets); err != nil {
@@ -329,6 +293,11 @@ func Load[V VertexID](ctx context.Context, s *bam.Store, name string) (*Graph[V]
 	}
 	if err := checkOffsets(g.Offsets, info.N, info.M); err != nil {
 		return nil, fmt.Errorf("graph %q: %w", name, err)
+	}
+	if g.HeadsArray != nil {
+		if err := g.headsIndex().check(name, g.HeadsArray.Len()); err != nil {
+			return nil, err
+		}
 	}
 	return g, nil
 }
@@ -364,10 +333,12 @@ func LoadCSR[V VertexID](ctx context.Context, s *bam.Store, name string) (*CSR[V
 func InMemory[V VertexID](name string, g *CSR[V]) *Graph[V] {
 	var zero V
 	return &Graph[V]{
-		Info:    Info{Name: name, N: g.N, M: uint64(len(g.Edges)), Directed: g.Directed, Weighted: g.Weights != nil, IDBits: int(sizeOf(zero)) * 8, Heads: HeadsPerVertex},
+		Info: Info{Name: name, N: g.N, M: uint64(len(g.Edges)), Directed: g.Directed, Weighted: g.Weights != nil,
+			IDBits: int(sizeOf(zero)) * 8, Heads: HeadsPerVertex, HeadsPacked: true},
 		Offsets: g.Offsets,
 		Edges:   SliceSource[V](g.Edges),
 		Heads:   SliceSource[V](HeadsOf(g)),
+		headsIx: newHeadsIndex(g.Offsets, HeadsPerVertex, true),
 	}
 }
 
