@@ -467,7 +467,9 @@ func (r *GPU[V]) readHeadsBlock(ctx context.Context, out, stage cuda.DevicePtr, 
 		return nil
 	}
 	base := r.dHeadsBase.Ptr().Add(b * uint64(len(r.hx.base[0])) * 8)
-	if err := r.launch(ctx, "graph_heads_expand_"+r.vs, r.warps((nv+headsTile-1)/headsTile), cuda.Ptr(stage), cuda.Ptr(out),
+	// A warp a tile, the grid uncapped: each warp's loads wait on the one
+	// before, so the more warps the better the device hides them.
+	if err := r.launch(ctx, "graph_heads_expand_"+r.vs, cuda.Linear((nv+headsTile-1)/headsTile*32, 256, 0), cuda.Ptr(stage), cuda.Ptr(out),
 		cuda.Ptr(r.dOff.Ptr()), cuda.U64(v0), cuda.U64(nv), cuda.Ptr(base), cuda.U64(b*headsBlock), cuda.U32(uint32(r.hx.cols(b)))); err != nil {
 		return err
 	}
