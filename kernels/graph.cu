@@ -510,7 +510,7 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 // reads the lists of only the vertices left with more than per neighbours.
 // On a Kronecker graph the large bottom-up levels find the parent of nearly
 // every vertex among its heads, the hubs, which hold the frontier: the
-// level then reads the heads (4N ids) instead of most lines of the edges.
+// level then reads the heads instead of most lines of the edges.
 // Appends to next are aggregated per warp; the degrees of the vertices
 // found add up in scout_total.
 //
@@ -641,9 +641,10 @@ __device__ void cc_link_first(const u64 *__restrict__ offsets, const u64 *__rest
 // (when per > 1) for cc_link_column's round after a compress, as Afforest
 // links one neighbour of every vertex per round. The heads are in GPU or
 // pinned memory: for a graph on storage the runner reads them through the
-// cache in bulk first (bam_array_read_range, a line per warp at a time),
-// a piece at a time, so no lane holds a line while it links. The pass reads
-// the heads (2N ids) instead of every line of the edges.
+// cache in bulk first (bam_array_read_range, a line per warp at a time,
+// then heads_expand for a packed array), a piece at a time, so no lane
+// holds a line while it links. The pass reads the heads (at most 2N ids)
+// instead of every line of the edges.
 template <typename V>
 __device__ void cc_link_heads(const V *__restrict__ heads, u64 v0, u64 n, u32 per, V *comp, V *__restrict__ second) {
 	for (u64 i = bam::global_thread_id(); i < n; i += bam::grid_threads()) {

@@ -7,7 +7,8 @@
 // [offsets[v], offsets[v+1])), NAME.edges (uint32 vertex ids when the
 // graph has at most 2^32 vertices, uint64 otherwise), NAME.heads (the
 // HeadsPerVertex neighbours of every vertex with the highest degrees,
-// padded with its own id; HeadsOf) and, optionally, NAME.weights (float32, one per edge). The
+// padded with its own id, packed: block b holds only the vertices of more
+// than 2b neighbours; HeadsOf) and, optionally, NAME.weights (float32, one per edge). The
 // offsets array's catalog metadata records the vertex and edge counts, the
 // id width, whether the graph is directed and the heads per vertex, so a
 // graph is self-describing. Graphs saved before the heads array existed
@@ -51,11 +52,13 @@
 // list within the line alone, and the warp reads the longer ones
 // together. Graphs are saved with a heads array, every vertex's four
 // neighbours of the highest degree in two blocks of two (HeadsPerVertex).
-// CC's first pass reads the first block, 2N ids
+// CC's first pass reads the first block, at most 2N ids
 // in order, where reading the first neighbours from the edges reads every
-// line of them: on a scale-25 graph 256 MiB instead of 4.2-4.3 GB. On the
-// GPU with edges on storage, that pass reads the heads through the cache in
-// bulk into GPU memory, a piece at a time, and links from there, so no lane
+// line of them: on a scale-25 Kronecker graph 136 MB instead of 4.2 GB. On
+// the GPU with edges on storage, that pass reads the heads through the
+// cache in bulk into GPU memory, a piece at a time, expands a packed piece
+// there (graph_heads_expand: the kernels read every vertex's heads at
+// headsAt), and links from there, so no lane
 // holds a cache line while it links. BFS's bottom-up levels check every
 // unreached vertex's heads before its list (kept in GPU memory from the
 // first bottom-up level on): on a Kronecker graph, whose hubs are most
