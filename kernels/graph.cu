@@ -418,9 +418,9 @@ __device__ void bfs_small_levels(const u64 *__restrict__ offsets, E edges, typen
 // whose lists start in one chunk of a cache line's edges (chunk_first, as
 // cc_link_first), so the lists it reads share one line; the lanes read
 // consecutive neighbours (coalesced). The vertices it reaches are appended
-// to next, so the following
-// level may go top-down again. It needs the reverse of every edge (an
-// undirected graph): the parent found is an in-neighbour.
+// to next, so the following level may go top-down again. It needs the
+// reverse of every edge (an undirected graph): the parent found is an
+// in-neighbour.
 //
 // With settled > 0 the graph's heads were checked first (bfs_claim_heads):
 // a vertex of at most settled neighbours had its whole list among them and
@@ -444,8 +444,8 @@ constexpr u64 lane_list = 32;
 template <typename E>
 __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__restrict__ chunk_first, u64 chunks,
                                   u64 chunk_edges, E edges, u32 settled, u32 *__restrict__ depth, u32 level,
-                                  typename reader_of<E>::vertex *__restrict__ next, unsigned long long *__restrict__ next_len,
-                                  unsigned long long *__restrict__ scout_total) {
+                                  typename reader_of<E>::vertex *__restrict__ next,
+                                  unsigned long long *__restrict__ next_len, unsigned long long *__restrict__ scout_total) {
 	using V = typename reader_of<E>::vertex;
 	const u32 lane = threadIdx.x & 31;
 	typename reader_of<E>::type rd(edges);
@@ -504,15 +504,14 @@ __device__ void bfs_claim_parents(const u64 *__restrict__ offsets, const u64 *__
 // bfs_claim_heads is the first half of a bottom-up step on a graph with a
 // heads array (per entries a vertex, in blocks of heads_block: its
 // neighbours of the highest degree, padded with its own id, in GPU or
-// pinned memory): a thread per unreached
-// vertex looks for a parent among its heads from..per-1 (the runner checks
-// the first block of the heads, then the rest), and bfs_claim_parents then
+// pinned memory): every unreached vertex looks for a parent among its
+// heads from..per-1 (the runner checks the first block of the heads, then
+// the rest), and bfs_claim_parents then
 // reads the lists of only the vertices left with more than per neighbours.
 // On a Kronecker graph the large bottom-up levels find the parent of nearly
 // every vertex among its heads, the hubs, which hold the frontier: the
 // level then reads the heads instead of most lines of the edges.
-// Appends to next are aggregated per warp; the degrees of the vertices
-// found add up in scout_total.
+// The degrees of the vertices found add up in scout_total.
 //
 // With lines set (two bitmaps, lines and lines_all, of the chunks of
 // line_edges edges, zeroed), it also measures what bfs_claim_parents would
@@ -535,40 +534,129 @@ constexpr u64 bfs_probe_lines_all = 1;
 constexpr u64 bfs_probe_left = 2;
 constexpr u64 bfs_probe_left_all = 3;
 
+// A head's pair of a block in one load: heads_block entries of a vertex.
+template <typename V>
+struct head_pair;
+template <>
+struct head_pair<unsigned int> {
+	using type = uint2;
+};
+template <>
+struct head_pair<unsigned long long> {
+	using type = ulonglong2;
+};
+
+// bfs_claim_heads is bound by waits, not bytes. A thread takes
+// claim_batch vertices a round (lane + 32 j of its warp's tile, each load
+// coalesced) and issues each step's loads for all of them together: their
+// depths, then the heads of the unreached (a block's pair in one load),
+// then the heads' depths, where a vertex at a time waited for each head in
+// turn. The vertices found are appended to next with one atomicAdd a
+// block a round (block_append): with one a warp, the warps of a level that
+// finds millions of vertices all over the graph queued on next_len.
+constexpr u32 claim_batch = 4;
+constexpr u64 heads_max = 4;  // graph.HeadsPerVertex
+
+// block_append appends v[j] to next for every found[j] of the block's
+// threads, in one atomicAdd on next_len for the block. Every thread of the
+// block calls it (it synchronizes the block).
+template <typename V, u32 K>
+__device__ __forceinline__ void block_append(const bool (&found)[K], const u64 (&v)[K], V *__restrict__ next,
+                                             unsigned long long *__restrict__ next_len) {
+	__shared__ u32 block_count;
+	__shared__ unsigned long long block_at;
+	const u32 lane = threadIdx.x & 31;
+	u32 mask[K], count = 0;
+#pragma unroll
+	for (u32 j = 0; j < K; j++) {
+		mask[j] = __ballot_sync(bam::full_warp_mask, found[j]);
+		count += __popc(mask[j]);
+	}
+	if (threadIdx.x == 0) block_count = 0;
+	__syncthreads();
+	u32 at = 0;  // the warp's place in the block's run
+	if (lane == 0 && count != 0) at = atomicAdd(&block_count, count);
+	at = __shfl_sync(bam::full_warp_mask, at, 0);
+	__syncthreads();
+	if (threadIdx.x == 0 && block_count != 0) block_at = atomicAdd(next_len, (unsigned long long)block_count);
+	__syncthreads();
+	if (count == 0) return;
+	const u64 base = block_at + at;
+	u32 before = 0;
+#pragma unroll
+	for (u32 j = 0; j < K; j++) {
+		if (found[j]) next[base + before + __popc(mask[j] & ((1u << lane) - 1))] = static_cast<V>(v[j]);
+		before += __popc(mask[j]);
+	}
+}
+
 template <typename V>
 __device__ void bfs_claim_heads(const V *__restrict__ heads, const u64 *__restrict__ offsets, u64 n, u32 from, u32 per,
                                 u32 *__restrict__ depth, u32 level, V *__restrict__ next,
                                 unsigned long long *__restrict__ next_len, unsigned long long *__restrict__ scout_total,
                                 u64 line_edges, u32 *__restrict__ lines, u32 *__restrict__ lines_all, u32 all,
                                 unsigned long long *__restrict__ probe) {
+	using P = typename head_pair<V>::type;
+	const u32 lane = threadIdx.x & 31;
 	u64 scout = 0, marked = 0, marked_all = 0, left = 0, left_all = 0;
-	// Every lane runs the same number of rounds, so the warp stays whole
-	// for the ballot.
-	const u64 rounds = (n + bam::grid_threads() - 1) / bam::grid_threads();
-	for (u64 k = 0; k < rounds; k++) {
-		const u64 v = bam::global_thread_id() + k * bam::grid_threads();
-		bool found = false;
-		if (v < n && depth[v] == unreached) {
-			for (u32 r = from; r < per && !found; r++)
-				found = depth[heads[(r / heads_block) * heads_block * n + v * heads_block + r % heads_block]] == level;
-			if (found || lines != nullptr) {
-				const u64 start = offsets[v], degree = offsets[v + 1] - start;
-				if (found) {
-					depth[v] = level + 1;
-					scout += degree;
-				} else if (degree > per) {
-					const u64 c = start / line_edges;
-					const u32 bit = 1u << (c & 31);
-					if (!(atomicOr(&lines[c / 32], bit) & bit)) marked++;
-					left++;
-					if (degree > all) {
-						if (!(atomicOr(&lines_all[c / 32], bit) & bit)) marked_all++;
-						left_all++;
-					}
+	const u64 tile = 32 * claim_batch;                 // a warp's vertices a round
+	const u64 block_tile = tile * (blockDim.x / 32);  // the block's
+	// The loop is block-uniform: block_append synchronizes the block.
+	for (u64 b = blockIdx.x; b * block_tile < n; b += gridDim.x) {
+		u64 v[claim_batch];
+		bool open[claim_batch];
+#pragma unroll
+		for (u32 j = 0; j < claim_batch; j++) {
+			v[j] = b * block_tile + (threadIdx.x / 32) * tile + 32 * j + lane;
+			open[j] = v[j] < n && depth[v[j]] == unreached;
+		}
+		V h[claim_batch][heads_max];
+#pragma unroll
+		for (u32 j = 0; j < claim_batch; j++) {
+#pragma unroll
+			for (u32 r = 0; r < heads_max; r += heads_block) {
+				if (open[j] && r >= from && r < per) {
+					// Head r of v is at r * n + v * heads_block (r even).
+					const P p = *reinterpret_cast<const P *>(heads + r * n + v[j] * heads_block);
+					h[j][r] = p.x;
+					h[j][r + 1] = p.y;
 				}
 			}
 		}
-		append_found(found, static_cast<V>(v), next, next_len);
+		bool found[claim_batch];
+#pragma unroll
+		for (u32 j = 0; j < claim_batch; j++) {
+			found[j] = false;
+#pragma unroll
+			for (u32 r = 0; r < heads_max; r++)
+				if (open[j] && r >= from && r < per) found[j] |= depth[h[j][r]] == level;
+		}
+		u64 start[claim_batch], degree[claim_batch];
+#pragma unroll
+		for (u32 j = 0; j < claim_batch; j++) {
+			start[j] = degree[j] = 0;
+			if (found[j] || (open[j] && lines != nullptr)) {
+				start[j] = offsets[v[j]];
+				degree[j] = offsets[v[j] + 1] - start[j];
+			}
+		}
+#pragma unroll
+		for (u32 j = 0; j < claim_batch; j++) {
+			if (found[j]) {
+				depth[v[j]] = level + 1;
+				scout += degree[j];
+			} else if (open[j] && lines != nullptr && degree[j] > per) {
+				const u64 c = start[j] / line_edges;
+				const u32 bit = 1u << (c & 31);
+				if (!(atomicOr(&lines[c / 32], bit) & bit)) marked++;
+				left++;
+				if (degree[j] > all) {
+					if (!(atomicOr(&lines_all[c / 32], bit) & bit)) marked_all++;
+					left_all++;
+				}
+			}
+		}
+		block_append(found, v, next, next_len);
 	}
 	warp_total(scout, scout_total);
 	if (lines != nullptr) {
@@ -806,9 +894,10 @@ __device__ void cc_compress(V *comp, u64 n) {
 		                 max_levels, state, record, timeout_ns);                                                     \
 	}                                                                                                                \
 	BAM_KERNEL void graph_bfs_claim_heads_##VS(const V *heads, const u64 *offsets, u64 n, u32 from, u32 per,         \
-	                                           u32 *depth, u32 level, V *next, unsigned long long *next_len,        \
-	                                           unsigned long long *scout, u64 line_edges, u32 *lines,               \
-	                                           u32 *lines_all, u32 all, unsigned long long *probe) {                \
+	                                           u32 *depth, u32 level, V *next,                      \
+	                                           unsigned long long *next_len, unsigned long long *scout,             \
+	                                           u64 line_edges, u32 *lines, u32 *lines_all, u32 all,                 \
+	                                           unsigned long long *probe) {                                         \
 		bfs_claim_heads(heads, offsets, n, from, per, depth, level, next, next_len, scout, line_edges, lines,        \
 		                lines_all, all, probe);                                                                      \
 	}                                                                                                                \

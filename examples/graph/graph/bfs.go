@@ -69,10 +69,10 @@ type BFSLevel struct {
 	RestSavedLines uint64 `json:"rest_saved_lines,omitempty"`
 	HeadsRest      bool   `json:"heads_rest,omitempty"`
 	// Phases are the level's steps on the GPU in order, each timed on the
-	// host from the end of the one before: "allocate heads", "read
-	// heads" and "expand heads" (into GPU memory, a block at a time, at
-	// the first level that checks them; expanded from a packed array),
-	// "check heads", "scan" (bottom-up), "classify" and "expand" (top-down),
+	// host from the end of the one before: "read heads" and "expand
+	// heads" (into GPU memory, a block at a time, at the first level that
+	// checks them; expanded from a packed array), "check heads", "scan"
+	// (bottom-up), "classify" and "expand" (top-down),
 	// "small levels" (bfs_small_levels, see Fused), and "count" (the
 	// level's own bookkeeping: its counters reset and read).
 	Phases []Stage `json:"phases,omitempty"`

@@ -391,40 +391,46 @@ func (r *GPU[V]) edgesArg() (cuda.Arg, string, error) {
 // piece of at most this size at a time.
 const headsStageBytes = 256 << 20
 
-// placeHeads returns the heads array in GPU-addressable memory for BFS's
-// bottom-up levels, and how many heads a vertex it holds so far: in place,
-// all of them, for heads in GPU or pinned memory; for heads on storage, new
-// GPU memory for all of them (returned as mem for the caller to free)
-// into which the first block (headsBlock a vertex, 2N ids) is read through
-// the cache in bulk; readHeadsRest reads the rest when they are wanted.
-// phase, when not nil, is told when the GPU memory is allocated.
-func (r *GPU[V]) placeHeads(ctx context.Context, phase func(string)) (p cuda.DevicePtr, mem *cuda.DeviceMem, in uint32, err error) {
-	all := uint32(r.Info.Heads)
-	switch r.Placement {
-	case InDevice:
-		return r.dHeads.Ptr(), nil, all, nil
-	case ZeroCopy:
-		p, err := r.hHeads.DevicePtr()
-		return p, nil, all, err
+// headsBuffer allocates the GPU memory that placeHeads reads heads on
+// storage into: the full array, and behind it room for a packed block on
+// its way (graph_heads_expand). Heads in GPU or pinned memory are used in
+// place: it returns nil for them.
+func (r *GPU[V]) headsBuffer() (*cuda.DeviceMem, error) {
+	if r.Placement != OnStorage || r.Info.Heads == 0 {
+		return nil, nil
 	}
 	var zero V
-	// The full array, and behind it room for a packed block on its way
-	// (graph_heads_expand).
-	elems := r.Info.N * uint64(all)
+	elems := r.Info.N * uint64(r.Info.Heads)
 	if r.hx.packed {
 		elems += r.hx.held[0] * r.hx.cols(0)
 	}
-	if mem, err = r.cctx.Alloc(max(1, elems*uint64(sizeOf(zero)))); err != nil {
-		return 0, nil, 0, err
+	return r.cctx.Alloc(max(1, elems*uint64(sizeOf(zero))))
+}
+
+// placeHeads returns the heads array in GPU-addressable memory for BFS's
+// bottom-up levels, and how many heads a vertex it holds so far: in place,
+// all of them, for heads in GPU or pinned memory; for heads on storage,
+// mem (headsBuffer's), into which the first block (headsBlock a vertex, 2N
+// ids) is read through the cache in bulk; readHeadsRest reads the rest
+// when they are wanted. phase, when not nil, is told when the block is
+// read and expanded.
+func (r *GPU[V]) placeHeads(ctx context.Context, mem *cuda.DeviceMem, phase func(string)) (p cuda.DevicePtr, in uint32, err error) {
+	all := uint32(r.Info.Heads)
+	switch r.Placement {
+	case InDevice:
+		return r.dHeads.Ptr(), all, nil
+	case ZeroCopy:
+		p, err := r.hHeads.DevicePtr()
+		return p, all, err
 	}
-	if phase != nil {
-		phase("allocate heads")
+	if mem == nil {
+		return 0, 0, fmt.Errorf("graph: heads on storage need a buffer in GPU memory")
 	}
+	var zero V
 	if err := r.readHeadsBlock(ctx, mem.Ptr(), mem.Ptr().Add(r.Info.N*uint64(all)*uint64(sizeOf(zero))), 0, 0, r.Info.N, phase); err != nil {
-		mem.Free()
-		return 0, nil, 0, err
+		return 0, 0, err
 	}
-	return mem.Ptr(), mem, min(all, headsBlock), nil
+	return mem.Ptr(), min(all, headsBlock), nil
 }
 
 // readHeadsRest reads the heads placeHeads left on storage, the blocks
@@ -491,7 +497,7 @@ func (r *GPU[V]) linkHeads(ctx context.Context, comp, second cuda.DevicePtr) err
 			cuda.Ptr(comp), cuda.Ptr(second))
 	}
 	if r.Placement != OnStorage {
-		p, _, _, err := r.placeHeads(ctx, nil) // in place: nothing to free
+		p, _, err := r.placeHeads(ctx, nil, nil) // in place
 		if err != nil {
 			return err
 		}
@@ -752,6 +758,17 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 		}
 		defer marks.Free()
 	}
+	// GPU memory for heads on storage, which the first bottom-up level
+	// reads.
+	var headsMem *cuda.DeviceMem
+	if !r.Info.Directed {
+		if headsMem, err = r.headsBuffer(); err != nil {
+			return nil, err
+		}
+		if headsMem != nil {
+			defer headsMem.Free()
+		}
+	}
 	back, err := r.pinned(0, 4*n)
 	if err != nil {
 		return nil, err
@@ -772,13 +789,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 	fnUp := fmt.Sprintf("graph_bfs_claim_parents_%s_%s", r.vs, kind)
 	// The heads, for the bottom-up levels: placed at the first one.
 	var heads cuda.DevicePtr
-	var headsMem *cuda.DeviceMem
 	var headsIn uint32 // heads a vertex in GPU memory so far
-	defer func() {
-		if headsMem != nil {
-			headsMem.Free()
-		}
-	}()
 	fnLong := "graph_bfs_list_long_" + r.vs
 	res := &BFSResult{Source: src}
 	nf := uint64(1)
@@ -862,7 +873,7 @@ func (r *GPU[V]) BFS(ctx context.Context, src uint64) (*BFSResult, error) {
 			// check the heads in GPU memory.
 			per := uint32(r.Info.Heads)
 			if heads == 0 {
-				if heads, headsMem, headsIn, err = r.placeHeads(ctx, phase); err != nil {
+				if heads, headsIn, err = r.placeHeads(ctx, headsMem, phase); err != nil {
 					return nil, fmt.Errorf("graph: GPU BFS level %d (heads): %w", level, err)
 				}
 			}

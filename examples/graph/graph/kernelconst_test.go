@@ -19,7 +19,7 @@ func TestKernelConstantsMirrored(t *testing.T) {
 	}
 	for name, want := range map[string]uint64{"big_list": bigList, "big_segment": bigSegment, "bfs_alpha": bottomUpAlpha,
 		"small_state_words": smallStateWords, "small_record_words": smallRecordWords, "small_failed": smallFailed,
-		"small_levels": smallLevelsRun, "small_unchecked": smallUnchecked, "heads_block": headsBlock, "heads_tile": headsTile,
+		"small_levels": smallLevelsRun, "small_unchecked": smallUnchecked, "heads_block": headsBlock, "heads_tile": headsTile, "heads_max": HeadsPerVertex,
 		"bfs_probe_lines": probeLines, "bfs_probe_lines_all": probeLinesAll, "bfs_probe_left": probeLeft, "bfs_probe_left_all": probeLeftAll} {
 		m := regexp.MustCompile(`constexpr u64 ` + name + ` = (\d+);`).FindSubmatch(src)
 		if m == nil {
