@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -128,6 +129,9 @@ type GPU[V VertexID] struct {
 	// first use: results come back through them (rb).
 	back [2]*cuda.HostMem
 	rb   *readBacker
+	// plain runs the kernels that read no array through the cache
+	// (launch).
+	plain *cuda.Stream
 }
 
 // pinned returns pinned buffer i of at least n bytes, made (outside any
@@ -224,6 +228,9 @@ func OpenGPU[V VertexID](ctx context.Context, dir string, s *bam.Store, name str
 	r.smallBlocks = uint32(smallBlocksPerSM * max(sms, 1))
 	if r.rb, err = newReadBacker(r.cctx); err != nil {
 		return nil, err
+	}
+	if r.plain, err = r.cctx.NewStream(); err != nil {
+		return nil, fmt.Errorf("graph: kernel stream: %w", err)
 	}
 	if r.mod, err = r.eng.Module(KernelFamily); err != nil {
 		return nil, err
@@ -541,12 +548,32 @@ func (r *GPU[V]) placedArg(a *gpuengine.Array, d *cuda.DeviceMem, h *cuda.HostMe
 	}
 }
 
+// launch runs kernel name and waits for it. A kernel that reads an array
+// through the cache (the _bam ones) runs through the engine (Launch: the
+// queues woken, the fill copier beside it, its device errors read back).
+// The others touch only GPU and pinned memory and wait on nothing, so they
+// end on their own: they run on a stream of the runner's, since the
+// engine's launch costs some 0.12 ms a kernel more than the stream's (an
+// H200's, for a kernel of no work), and a BFS or CC runs a dozen of them.
 func (r *GPU[V]) launch(ctx context.Context, name string, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
 	fn, err := r.mod.Function(name)
 	if err != nil {
 		return err
 	}
-	return r.eng.Launch(ctx, fn, cfg, args...)
+	if strings.HasSuffix(name, "_bam") {
+		return r.eng.Launch(ctx, fn, cfg, args...)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cfg.Stream = r.plain
+	if err := fn.Launch(cfg, args...); err != nil {
+		return fmt.Errorf("graph: %s: %w", name, err)
+	}
+	if err := r.plain.Synchronize(); err != nil {
+		return fmt.Errorf("graph: %s: %w", name, err)
+	}
+	return nil
 }
 
 // warps is a launch of one warp per item, capped for grid-stride kernels.
@@ -1294,6 +1321,9 @@ func (r *GPU[V]) Close() error {
 	}
 	if r.rb != nil {
 		errs = append(errs, r.rb.close())
+	}
+	if r.plain != nil {
+		errs = append(errs, r.plain.Destroy())
 	}
 	for _, a := range []*gpuengine.Array{r.arr, r.heads} {
 		if a != nil {
