@@ -546,14 +546,17 @@ struct head_pair<unsigned long long> {
 	using type = ulonglong2;
 };
 
-// bfs_claim_heads is bound by waits, not bytes. A thread takes
-// claim_batch vertices a round (lane + 32 j of its warp's tile, each load
-// coalesced) and issues each step's loads for all of them together: their
-// depths, then the heads of the unreached (a block's pair in one load),
-// then the heads' depths, where a vertex at a time waited for each head in
-// turn. The vertices found are appended to next with one atomicAdd a
-// block a round (block_append): with one a warp, the warps of a level that
-// finds millions of vertices all over the graph queued on next_len.
+// bfs_claim_heads runs far below the memory's bandwidth. The vertices
+// found are appended to next with one atomicAdd a block a round
+// (block_append): with one a warp, the warps of a level that finds
+// millions of vertices all over the graph queued on next_len, and that,
+// not bytes, set the kernel's time. A thread takes claim_batch vertices a
+// round (lane + 32 j of its warp's tile, each load coalesced) and issues
+// each step's loads for all of them together: their depths, then the heads
+// of the unreached (a block's pair in one load), then the heads' depths.
+// (The batch alone, with a warp's append, was no faster; with the block's
+// append the two took a third off the kernel. The append alone was not
+// measured.)
 constexpr u32 claim_batch = 4;
 constexpr u64 heads_max = 4;  // graph.HeadsPerVertex
 
