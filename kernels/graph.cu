@@ -938,3 +938,30 @@ __device__ void cc_compress(V *comp, u64 n) {
 
 GRAPH_KERNELS(u32, unsigned int)
 GRAPH_KERNELS(u64, unsigned long long)
+
+// graph_bfs_late_depths finishes BFS's early read back (gpu.go: the
+// depths are read back while the last levels run): it lists, as
+// (vertex, depth) pairs in out, the vertices whose depth is above after,
+// the deepest level reached when the read back began, at most cap of them.
+// count gets how many there are, all of them, so that the host sees an
+// overflow and reads the depths back whole instead.
+BAM_KERNEL void graph_bfs_late_depths(const u32 *depth, u64 n, u32 after, unsigned long long *out, u64 cap,
+                                      unsigned long long *count) {
+	const u32 lane = threadIdx.x & 31;
+	const u64 stride = bam::grid_threads();
+	// Warp-uniform trip count: the ballot below needs every lane.
+	for (u64 base = bam::global_thread_id() - lane; base < n; base += stride) {
+		const u64 v = base + lane;
+		const u32 d = v < n ? depth[v] : unreached;
+		const bool late = d != unreached && d > after;
+		const u32 mask = __ballot_sync(bam::full_warp_mask, late);
+		if (mask == 0) continue;
+		unsigned long long at = 0;
+		if (lane == 0) at = atomicAdd(count, (unsigned long long)__popc(mask));
+		at = __shfl_sync(bam::full_warp_mask, at, 0) + __popc(mask & ((1u << lane) - 1));
+		if (late && at < cap) {
+			out[2 * at] = v;
+			out[2 * at + 1] = d;
+		}
+	}
+}

@@ -37,6 +37,15 @@ type BFSResult struct {
 	EdgesTouched   uint64 // neighbour-list elements read (GPU: the sum of the degrees of reached vertices)
 	Elapsed        time.Duration
 	Trace          []BFSLevel // per level, GPU engine only
+	// ReadBackLevel and LateDepths, GPU engine only: the depths were read
+	// back while the levels after the first ReadBackLevel ran (0: after
+	// all of them), and LateDepths vertices reached meanwhile were patched
+	// in (gpu.go, the early read back).
+	ReadBackLevel int
+	LateDepths    uint64
+	// ReadBack, GPU engine only: the part of Elapsed after the last
+	// level, the depths' read back (or what was left of it).
+	ReadBack time.Duration
 }
 
 // BFSLevel is what one level of a BFS did and cost.

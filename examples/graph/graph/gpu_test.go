@@ -102,14 +102,17 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 		noHeads bool   // CC's first pass over the edges, as for graphs saved without heads
 		graph   string // the graph saved as name+graph
 		pieces  bool   // CC's first round over the heads on storage in pieces of a few tiles
+		lateCap uint64 // BFS's early read back patches at most this many depths in
 	}{
-		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}, false, "", false},
-		{"storage-cc-lines", OnStorage, ccOpt, false, "", true},
-		{"storage-no-heads", OnStorage, ccOpt, true, "", false},
-		{"storage-full-heads", OnStorage, GPUOptions{CacheBytes: cache}, false, "-full", true},
-		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}, false, "", false},
-		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}, false, "", false},
-		{"device-full-heads", InDevice, GPUOptions{CacheBytes: cache}, false, "-full", false},
+		{string(OnStorage), OnStorage, GPUOptions{CacheBytes: cache}, false, "", false, 0},
+		{"storage-cc-lines", OnStorage, ccOpt, false, "", true, 0},
+		{"storage-no-heads", OnStorage, ccOpt, true, "", false, 0},
+		{"storage-full-heads", OnStorage, GPUOptions{CacheBytes: cache}, false, "-full", true, 0},
+		{string(InDevice), InDevice, GPUOptions{CacheBytes: cache}, false, "", false, 0},
+		{string(ZeroCopy), ZeroCopy, GPUOptions{CacheBytes: cache}, false, "", false, 0},
+		{"device-full-heads", InDevice, GPUOptions{CacheBytes: cache}, false, "-full", false, 0},
+		// An early read back whose late vertices overflow: read whole again.
+		{"storage-late-cap", OnStorage, GPUOptions{CacheBytes: cache}, false, "", false, 1},
 	} {
 		p := v.p
 		t.Run(v.name, func(t *testing.T) {
@@ -123,6 +126,7 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 			if v.pieces {
 				r.headsStage = 5 * headsTile * headsBlock * uint64(sizeOf(zero))
 			}
+			r.lateCap = v.lateCap
 			defer func() {
 				if err := r.Close(); err != nil {
 					t.Error(err)
@@ -145,6 +149,7 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 					t.Fatal("GPU depths differ from the CPU's")
 				}
 				checkTrace(t, got, p == OnStorage && run == 0)
+				checkReadBack(t, got, v.lateCap)
 				checkHeadsRest(t, r, got)
 				if kind == "grid" {
 					// Every level is small: the top-down ones run fused,
@@ -196,6 +201,34 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 				}
 			}
 		})
+	}
+}
+
+// checkReadBack checks what a GPU BFS says of its early read back: begun
+// after a level that was not the last, with the vertices reached on the
+// levels after it patched in (lateCap > 0: at most lateCap of them, else
+// the depths read whole at the end).
+func checkReadBack(t *testing.T, r *BFSResult, lateCap uint64) {
+	t.Helper()
+	t.Logf("read back from level %d of %d, %d depths patched in", r.ReadBackLevel, r.Levels, r.LateDepths)
+	if r.ReadBackLevel == 0 {
+		if r.LateDepths != 0 {
+			t.Fatalf("%d depths patched in without an early read back", r.LateDepths)
+		}
+		return
+	}
+	if r.ReadBackLevel >= r.Levels {
+		t.Fatalf("early read back from level %d of %d", r.ReadBackLevel, r.Levels)
+	}
+	var late uint64
+	for _, l := range r.Trace[r.ReadBackLevel:] {
+		late += l.Found
+	}
+	if r.LateDepths != late {
+		t.Fatalf("%d depths patched in, the levels after %d found %d", r.LateDepths, r.ReadBackLevel, late)
+	}
+	if lateCap > 0 && late > lateCap {
+		t.Fatalf("%d depths patched in, at most %d wanted", late, lateCap)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/bam-go/bam/internal/cuda"
 	"github.com/bam-go/bam/internal/hugepages"
@@ -108,34 +110,190 @@ func newReadBacker(c *cuda.Context) (_ *readBacker, err error) {
 
 // read copies len(dst) bytes at the start of m into dst through buf. The
 // kernels that wrote m must have finished.
-func (b *readBacker) read(ctx context.Context, m *cuda.DeviceMem, buf *cuda.HostMem, dst []byte) (err error) {
-	n := uint64(len(dst))
-	if n == 0 {
-		return nil
+func (b *readBacker) read(ctx context.Context, m *cuda.DeviceMem, buf *cuda.HostMem, dst []byte) error {
+	p, err := b.start(ctx, m, buf, uint64(len(dst)), func(context.Context) ([]byte, error) { return dst, nil }, 0, false)
+	if err != nil {
+		return err
 	}
+	return p.wait()
+}
+
+// A trickled read back's pieces. The device's copies to the host share a
+// copy engine, which serves them in order, so each piece queued ahead of
+// a kernel's small read of its counters delays it: a 128 MiB read back
+// queued whole held a BFS level's reads, and the level, for its 2.4 ms
+// (H200). Two pieces of 1 MiB hold them for some 40 µs; with one, the
+// copy engine idled while the host queued the next, and 128 MiB took
+// 5.6-6 ms. Once the read is waited for, the rest is queued at once.
+const (
+	trickleBytes = 1 << 20
+	trickleAhead = 2
+)
+
+// pendingRead is a read back under way: the copy engine bringing the
+// pieces into the pinned buffer (the feeder queues them and tells when
+// each lands), goroutines of the host copying them out as they land.
+type pendingRead struct {
+	b      *readBacker
+	n      uint64
+	piece  uint64
+	src    []byte
+	landed []chan struct{}
+	fed    chan error // the feeder's end
+	ready  chan struct{}
+	out    []byte        // set before ready is closed, nil when dst failed
+	next   atomic.Uint64 // the next chunk to copy out
+	rush   atomic.Bool   // set by wait: queue the rest at once
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	err    error
+}
+
+// start copies the first n bytes of m into buf and on into the slice dst
+// returns (called once, it may wait for the slice to be made), and
+// returns at once: the copy engine brings the pieces in while workers
+// goroutines copy each one out as it lands; wait adds one a core. With
+// trickle, trickleAhead pieces of trickleBytes are queued at a time, so
+// that the read leaves the copy engine to other copies (a read back while
+// kernels still run); else all of them at once. The kernels that wrote m
+// must have finished, but later ones may write it meanwhile: a byte they
+// change may come back old or new. wait ends it; until then buf and b are
+// the read's.
+func (b *readBacker) start(ctx context.Context, m *cuda.DeviceMem, buf *cuda.HostMem, n uint64, dst func(context.Context) ([]byte, error), workers int, trickle bool) (*pendingRead, error) {
 	if n > m.Size() || n > buf.Size() {
-		return fmt.Errorf("graph: read back %d bytes from %d of device memory through %d pinned", n, m.Size(), buf.Size())
+		return nil, fmt.Errorf("graph: read back %d bytes from %d of device memory through %d pinned", n, m.Size(), buf.Size())
 	}
-	piece := (n + readBackPieces - 1) / readBackPieces
-	piece = (piece + readBackChunk - 1) / readBackChunk * readBackChunk
-	// Whatever happens, the copies are over before buf is used again.
-	defer func() { err = errors.Join(err, b.stream.Synchronize()) }()
-	for i, lo := 0, uint64(0); lo < n; i, lo = i+1, lo+piece {
+	piece := uint64(trickleBytes)
+	ahead := trickleAhead
+	if !trickle {
+		piece = (n + readBackPieces - 1) / readBackPieces
+		piece = max(readBackChunk, (piece+readBackChunk-1)/readBackChunk*readBackChunk)
+		ahead = readBackPieces
+	}
+	pieces := int((n + piece - 1) / piece)
+	queue := func(i int) error {
+		lo := uint64(i) * piece
 		if err := b.stream.CopyDtoH(buf, lo, m.Ptr().Add(lo), min(piece, n-lo)); err != nil {
 			return err
 		}
-		if err := b.events[i].Record(b.stream); err != nil {
-			return err
+		return b.events[i%readBackPieces].Record(b.stream)
+	}
+	queued := 0
+	for ; queued < min(ahead, pieces); queued++ {
+		if err := queue(queued); err != nil {
+			// Whatever happens, the copies are over before buf is used again.
+			return nil, errors.Join(err, b.stream.Synchronize())
 		}
 	}
-	src := buf.Bytes()[:n]
-	return parallelChunksErr(ctx, runtime.GOMAXPROCS(0), int(n), readBackChunk, func(ctx context.Context, lo, hi int) error {
-		if err := b.events[uint64(lo)/piece].Wait(ctx); err != nil {
-			return err
+	p := &pendingRead{b: b, n: n, piece: piece, src: buf.Bytes()[:n], landed: make([]chan struct{}, pieces),
+		fed: make(chan error, 1), ready: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	for i := range p.landed {
+		p.landed[i] = make(chan struct{})
+	}
+	go func() {
+		// The feeder waits for the pieces in order, tells the workers
+		// and queues the next (the events are a ring: piece i+readBackPieces
+		// is queued once piece i has landed).
+		for i := 0; i < pieces; i++ {
+			if err := b.events[i%readBackPieces].Wait(p.ctx); err != nil {
+				p.fail(err)
+				p.fed <- err
+				return
+			}
+			close(p.landed[i])
+			limit := ahead
+			if p.rush.Load() {
+				limit = readBackPieces
+			}
+			for ; queued < pieces && queued-(i+1) < limit; queued++ {
+				if err := queue(queued); err != nil {
+					p.fail(err)
+					p.fed <- err
+					return
+				}
+			}
 		}
-		copy(dst[lo:hi], src[lo:hi])
-		return nil
-	})
+		p.fed <- nil
+	}()
+	go func() {
+		defer close(p.ready)
+		out, err := dst(p.ctx)
+		if err == nil && uint64(len(out)) != n {
+			err = fmt.Errorf("graph: read back %d bytes into %d", n, len(out))
+		}
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		p.out = out
+	}()
+	p.spawn(workers)
+	return p, nil
+}
+
+// fail records the read's first error and stops it.
+func (p *pendingRead) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+	p.cancel()
+}
+
+// spawn starts k more goroutines copying pieces out.
+func (p *pendingRead) spawn(k int) {
+	chunks := (p.n + readBackChunk - 1) / readBackChunk
+	for range k {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			select {
+			case <-p.ready:
+			case <-p.ctx.Done():
+				return
+			}
+			if p.out == nil {
+				return
+			}
+			for {
+				c := p.next.Add(1) - 1
+				if c >= chunks {
+					return
+				}
+				lo := c * readBackChunk
+				hi := min(p.n, lo+readBackChunk)
+				select {
+				case <-p.landed[lo/p.piece]:
+				case <-p.ctx.Done():
+					p.fail(p.ctx.Err())
+					return
+				}
+				copy(p.out[lo:hi], p.src[lo:hi])
+			}
+		}()
+	}
+}
+
+// wait copies what is left with a goroutine a core, waits for the read
+// back to end, the copies included, and returns its error.
+func (p *pendingRead) wait() error {
+	p.rush.Store(true)
+	p.spawn(runtime.GOMAXPROCS(0))
+	p.wg.Wait()
+	<-p.ready
+	ferr := <-p.fed
+	p.cancel()
+	p.mu.Lock()
+	err := p.err
+	p.mu.Unlock()
+	if err == nil {
+		err = ferr
+	}
+	return errors.Join(err, p.b.stream.Synchronize())
 }
 
 func (b *readBacker) close() error {

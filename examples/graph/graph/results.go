@@ -10,21 +10,28 @@ import (
 
 // Summary is the JSON summary of one bfs or cc run.
 type Summary struct {
-	Algorithm    string  `json:"algorithm"` // "bfs" or "cc"
-	Graph        string  `json:"graph"`
-	Engine       string  `json:"engine"`              // "cpu" or "gpu"
-	Placement    string  `json:"placement,omitempty"` // GPU: storage, device, pinned; CPU: storage, memory
-	Vertices     uint64  `json:"vertices"`
-	Edges        uint64  `json:"edges"`
-	Source       *uint64 `json:"source,omitempty"`
-	Levels       int     `json:"levels,omitempty"`
-	BottomUp     int     `json:"bottom_up_levels,omitempty"` // BFS levels run bottom-up
-	Reached      uint64  `json:"reached,omitempty"`
-	Components   uint64  `json:"components,omitempty"`
-	Largest      uint64  `json:"largest_component,omitempty"`
-	Seconds      float64 `json:"time_s"`
-	EdgesTouched uint64  `json:"edges_touched"`
-	EdgesPerSec  float64 `json:"edges_per_s"`
+	Algorithm string  `json:"algorithm"` // "bfs" or "cc"
+	Graph     string  `json:"graph"`
+	Engine    string  `json:"engine"`              // "cpu" or "gpu"
+	Placement string  `json:"placement,omitempty"` // GPU: storage, device, pinned; CPU: storage, memory
+	Vertices  uint64  `json:"vertices"`
+	Edges     uint64  `json:"edges"`
+	Source    *uint64 `json:"source,omitempty"`
+	Levels    int     `json:"levels,omitempty"`
+	BottomUp  int     `json:"bottom_up_levels,omitempty"` // BFS levels run bottom-up
+	// ReadBackLevel and LateDepths: a GPU BFS read its depths back while
+	// the levels after the first ReadBackLevel ran, and patched in the
+	// LateDepths vertices they reached (BFSResult).
+	ReadBackLevel int    `json:"read_back_level,omitempty"`
+	LateDepths    uint64 `json:"late_depths,omitempty"`
+	// ReadBackSeconds is the part of Seconds after the last level (GPU).
+	ReadBackSeconds float64 `json:"read_back_s,omitempty"`
+	Reached         uint64  `json:"reached,omitempty"`
+	Components      uint64  `json:"components,omitempty"`
+	Largest         uint64  `json:"largest_component,omitempty"`
+	Seconds         float64 `json:"time_s"`
+	EdgesTouched    uint64  `json:"edges_touched"`
+	EdgesPerSec     float64 `json:"edges_per_s"`
 	// Cache and I/O. HitRatio is nil where the engine does not count
 	// hits (the GPU engine counts misses only).
 	HitRatio      *float64 `json:"cache_hit_ratio"`

@@ -162,6 +162,7 @@ func runBFS[V VertexID](ctx context.Context, s *bam.Store, name string, o RunOpt
 	}
 	sum.Levels, sum.Reached, sum.Seconds, sum.EdgesTouched = res.Levels, res.Reached, res.Elapsed.Seconds(), res.EdgesTouched
 	sum.BottomUp, sum.LevelTrace = res.BottomUpLevels, res.Trace
+	sum.ReadBackLevel, sum.LateDepths, sum.ReadBackSeconds = res.ReadBackLevel, res.LateDepths, res.ReadBack.Seconds()
 	sum.Fill(info(g))
 	if o.Validate {
 		if err := ValidateBFS(ctx, g, src, res.Depth, o.Workers); err != nil {
