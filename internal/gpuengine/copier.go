@@ -114,19 +114,15 @@ func (c *fillCopier) want(fn *cuda.Function) bool {
 	return !c.skip[fn]
 }
 
-// note reads the ring's job and missed counts after a launch of fn and
+// note takes the ring's job and missed counts after a launch of fn (b,
+// the 16 bytes at CopierJobsOffset, copied back behind the launch) and
 // decides whether fn's next launch gets the copier.
-func (c *fillCopier) note(fn *cuda.Function) error {
-	var b [16]byte
-	if err := c.ring.Read(CopierJobsOffset, b[:]); err != nil {
-		return err
-	}
+func (c *fillCopier) note(fn *cuda.Function, b []byte) {
 	jobs, missed := binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:])
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.skip[fn] = jobs == c.counted[0] && missed == c.counted[1]
 	c.counted = [2]uint64{jobs, missed}
-	return nil
 }
 
 // counts reads, since the ring was reset, how many posts waited for their

@@ -557,8 +557,10 @@ func (r *GPU[V]) placedArg(a *gpuengine.Array, d *cuda.DeviceMem, h *cuda.HostMe
 // queues woken, the fill copier beside it, its device errors read back).
 // The others touch only GPU and pinned memory and wait on nothing, so they
 // end on their own: they run on a stream of the runner's, since the
-// engine's launch costs some 0.12 ms a kernel more than the stream's (an
-// H200's, for a kernel of no work), and a BFS or CC runs a dozen of them.
+// engine's launch costs some 0.05-0.09 ms a kernel more than the stream's
+// (an H200's, for a kernel of no work; 0.1-0.15 ms before its error
+// record came back behind the kernel), and a BFS or CC runs a dozen of
+// them.
 func (r *GPU[V]) launch(ctx context.Context, name string, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
 	fn, err := r.mod.Function(name)
 	if err != nil {
