@@ -71,8 +71,12 @@
 // (CCOptions: 16 KiB where the store allows), while BFS reads scattered
 // lists. Saved edges start on a multiple of EdgeAlign (64 KiB), so that a
 // GPU engine may cache them in lines of any size.
+// A GPU BFS reads its depths back while its last levels run, once its
+// frontier shrinks, and patches in the few vertices those levels reach
+// (BFSResult.ReadBackLevel, LateDepths).
 // GPU runs record where their time goes: BFSResult.Trace per level,
-// CCResult.Trace per stage, each with the bytes read from storage.
+// CCResult.Trace per stage, each with the bytes read from storage, and
+// BFSResult.ReadBack the time after the last level.
 //
 // # Invariants
 //
