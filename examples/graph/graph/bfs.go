@@ -152,11 +152,25 @@ const frontierChunk = 512
 // lists of its vertices (adjacent lists in one request) and claiming
 // unvisited neighbours with a compare-and-swap on their depth.
 func BFS[V VertexID](ctx context.Context, g *Graph[V], src uint64, opt AlgoOptions) (*BFSResult, error) {
+	return BFSInto(ctx, g, src, nil, opt)
+}
+
+// BFSInto is BFS writing the depths into into, one element per vertex,
+// instead of a new slice (nil: a new slice), so that repeated searches
+// reuse one result buffer (see GPU.BFSInto). Every element is
+// overwritten; the result's Depth is into.
+func BFSInto[V VertexID](ctx context.Context, g *Graph[V], src uint64, into []int32, opt AlgoOptions) (*BFSResult, error) {
 	if src >= g.N {
 		return nil, fmt.Errorf("graph: BFS source %d is not a vertex (graph has %d)", src, g.N)
 	}
+	if into != nil && uint64(len(into)) != g.N {
+		return nil, fmt.Errorf("graph: BFS result buffer holds %d depths, the graph has %d vertices", len(into), g.N)
+	}
 	start := time.Now()
-	depth := make([]int32, g.N)
+	depth := into
+	if depth == nil {
+		depth = make([]int32, g.N)
+	}
 	// Set on all workers: over a large graph one thread filling the array
 	// (first touches of fresh pages) is a share of the whole run worth
 	// having.

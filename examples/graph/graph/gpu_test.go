@@ -137,8 +137,17 @@ func runGPUCase[V VertexID](t *testing.T, ctx context.Context, dir string, s *ba
 				r.Info.Heads = 0
 				firstStage = "init, link first"
 			}
+			if _, err := r.BFSInto(ctx, src, make([]int32, 1)); err == nil {
+				t.Fatal("BFSInto accepted a result buffer of one element")
+			}
 			for run := 0; run < 2; run++ { // cold, then warm cache
-				got, err := r.BFS(ctx, src)
+				// The warm run writes into a buffer of stale values,
+				// every one of which it must overwrite.
+				var into []int32
+				if run == 1 {
+					into = slices.Repeat([]int32{0x5eed}, len(want.Depth))
+				}
+				got, err := r.BFSInto(ctx, src, into)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -473,8 +473,12 @@ func TestAlgorithmsInMemoryAgainstOracles(t *testing.T) {
 		if cc3, err := CC(ctx, &full, AlgoOptions{Workers: 3}); err != nil || !slices.Equal(cc3.Comp, cc.Comp) {
 			t.Fatalf("graph %d: CC over full heads: err %v", i, err)
 		}
-		// BFS's bottom-up levels without the heads give the same depths.
-		res2, err := BFS(ctx, &noHeads, src, AlgoOptions{Workers: 3})
+		// BFS's bottom-up levels without the heads give the same depths,
+		// written over a buffer of stale values (BFSInto).
+		if _, err := BFSInto(ctx, &noHeads, src, make([]int32, c.N+1), AlgoOptions{Workers: 3}); err == nil {
+			t.Fatalf("graph %d: BFSInto accepted a buffer of %d depths for %d vertices", i, c.N+1, c.N)
+		}
+		res2, err := BFSInto(ctx, &noHeads, src, slices.Repeat([]int32{0x5eed}, int(c.N)), AlgoOptions{Workers: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,6 +51,13 @@ func allocAhead[T cuda.Plain](n uint64) *ahead[T] {
 	return a
 }
 
+// readyAhead is an ahead holding s already.
+func readyAhead[T cuda.Plain](s []T) *ahead[T] {
+	a := &ahead[T]{done: make(chan struct{}), s: s}
+	close(a.done)
+	return a
+}
+
 // aheadWorkers is the number of goroutines that touch a new result slice's
 // pages. One is too few: in a fresh process, while a CC's kernels and the
 // Target's workers run, one goroutine touched 128 MiB in 60-73 ms, longer
