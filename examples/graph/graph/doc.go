@@ -73,7 +73,8 @@
 // GPU engine may cache them in lines of any size.
 // A GPU BFS reads its depths back while its last levels run, once its
 // frontier shrinks, and patches in the few vertices those levels reach
-// (BFSResult.ReadBackLevel, LateDepths).
+// (BFSResult.ReadBackLevel, LateDepths). BFSInto (and GPU.BFSInto) write
+// the depths into a caller's buffer, so that repeated searches reuse one.
 // GPU runs record where their time goes: BFSResult.Trace per level,
 // CCResult.Trace per stage, each with the bytes read from storage, and
 // BFSResult.ReadBack the time after the last level.
