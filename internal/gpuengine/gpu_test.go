@@ -120,10 +120,18 @@ func TestGPUGatherSmallCache(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			// 32 MiB of data through a 1 MiB cache: constant eviction.
-			r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 8, QueueDepth: 256, Timeout: 10 * time.Second, FillRoute: route, FillCopierWarps: v.copier, StagingMirror: v.mirror}, 2, 4<<20, 7)
+			// With -short (the GPU test script's sanitizer runs, which
+			// slow every access by two orders of magnitude) the sizes and
+			// the patience change, not what is checked: 4 MiB of data, 64 K
+			// lookups, device waits bounded at a minute.
+			elems, lookups, timeout := uint64(4<<20), 1<<20, 10*time.Second
+			if testing.Short() {
+				elems, lookups, timeout = 1<<19, 1<<16, time.Minute
+			}
+			r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 8, QueueDepth: 256, Timeout: timeout, FillRoute: route, FillCopierWarps: v.copier, StagingMirror: v.mirror}, 2, elems, 7)
 			ctx := ctxT(t)
 			rng := rand.New(rand.NewPCG(1, 2))
-			idx := make([]uint64, 1<<20)
+			idx := make([]uint64, lookups)
 			for i := range idx {
 				idx[i] = rng.Uint64N(r.n)
 			}
@@ -155,7 +163,7 @@ func TestGPUGatherSmallCache(t *testing.T) {
 			case (route == RouteCopyEngine || v.copier == noCopier) && st.Offloads != 0:
 				t.Errorf("%d copies offloaded without a fill copier on this route: %+v", st.Offloads, st)
 			}
-			// A million lookups through eight queues keep them busy: with
+			// The lookups through eight queues keep them busy: with
 			// a staging mirror the staging route must have taken some
 			// lines from it, and none without one (or on the copy-engine
 			// route, whose Reads name the line itself).
@@ -202,8 +210,16 @@ func TestGPUScatterFlush(t *testing.T) {
 	}{{512, RouteAuto, 0}, {4096, RouteAuto, 0}, {16384, RouteAuto, 0}, {4096, RouteBounce, 0}, {16384, RouteBounce, 0},
 		{4096, RouteBounce, noCopier}, {4096, RouteCopyEngine, 0}, {16384, RouteCopyEngine, 0}} {
 		lineSize := tc.lineSize
+		// With -short (sanitizer runs; see TestGPUGatherSmallCache) a
+		// tenth of the writes a round, and device waits bounded at a
+		// minute: under the tools, 200 K writers crowding 64 ways held
+		// them past the 10 s bound.
+		writes, timeout := 200000, 10*time.Second
+		if testing.Short() {
+			writes, timeout = 20000, time.Minute
+		}
 		// 64 lines of 2 ways: far smaller than the data, so every round evicts.
-		r := newRig(t, Config{LineSize: lineSize, CacheBytes: 64 * uint64(lineSize), Ways: 2, QueuePairs: 4, QueueDepth: 64, Timeout: 10 * time.Second, FillRoute: tc.route, FillCopierWarps: tc.copier}, 3, 1<<20, 9)
+		r := newRig(t, Config{LineSize: lineSize, CacheBytes: 64 * uint64(lineSize), Ways: 2, QueuePairs: 4, QueueDepth: 64, Timeout: timeout, FillRoute: tc.route, FillCopierWarps: tc.copier}, 3, 1<<20, 9)
 		ctx := ctxT(t)
 		oracle := make([]uint64, r.n)
 		for i := range oracle {
@@ -212,7 +228,7 @@ func TestGPUScatterFlush(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, uint64(lineSize)))
 		for round := 0; round < 3; round++ {
 			// distinct indices, many sharing lines: concurrent writers of one line
-			perm := rng.Perm(int(r.n))[:200000]
+			perm := rng.Perm(int(r.n))[:writes]
 			idx := make([]uint64, len(perm))
 			vals := make([]byte, len(perm)*8)
 			for k, p := range perm {
