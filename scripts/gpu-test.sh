@@ -5,7 +5,8 @@
 #                                         (default .gpubundle) or its .tar.gz
 #
 # For every test binary in BUNDLE/tests: one plain run (-test.v), then, when
-# compute-sanitizer is found, one run per sanitizer tool over the GPU tests.
+# compute-sanitizer is found, one run per sanitizer tool over the GPU tests
+# (with -test.short, which makes the tests that only need volume smaller).
 # Then `bam info` and `bam bench pcie` (BENCH=0 skips the benchmark).
 # Writes gpu-test-summary.txt (one line per run: status, binary, mode,
 # tests passed/failed/skipped or sanitizer error count), logs/ and the
