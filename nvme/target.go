@@ -142,17 +142,19 @@ type queue struct {
 
 // counters are the statistics of one queue (or retired queues).
 type counters struct {
-	commands, completions, reads, writes, flushes, other atomic.Uint64
-	bytesRead, bytesWritten                              atomic.Uint64
-	errors, dropped, delayed, cqFullWaits                atomic.Uint64
-	cachedReads                                          atomic.Uint64
-	mirrored, mirrorCopies, mirrorFailures               atomic.Uint64
-	runsFull, runsIdle, runsOld, runsBroken, runsShort   atomic.Uint64
-	runGatherNs, runCopyNs                               atomic.Uint64
+	commands, fetches, completions, reads, writes, flushes atomic.Uint64
+	other                                                  atomic.Uint64
+	bytesRead, bytesWritten                                atomic.Uint64
+	errors, dropped, delayed, cqFullWaits                  atomic.Uint64
+	cachedReads                                            atomic.Uint64
+	mirrored, mirrorCopies, mirrorFailures                 atomic.Uint64
+	runsFull, runsIdle, runsOld, runsBroken, runsShort     atomic.Uint64
+	runGatherNs, runCopyNs                                 atomic.Uint64
 }
 
 func (c *counters) addTo(s *TargetStats) {
 	s.Commands += c.commands.Load()
+	s.Fetches += c.fetches.Load()
 	s.Completions += c.completions.Load()
 	s.Reads += c.reads.Load()
 	s.Writes += c.writes.Load()
@@ -179,6 +181,7 @@ func (c *counters) addTo(s *TargetStats) {
 
 func (c *counters) retire(from *counters) {
 	c.commands.Add(from.commands.Load())
+	c.fetches.Add(from.fetches.Load())
 	c.completions.Add(from.completions.Load())
 	c.reads.Add(from.reads.Load())
 	c.writes.Add(from.writes.Load())
@@ -206,6 +209,7 @@ func (c *counters) retire(from *counters) {
 // TargetStats counts what a Target has done since it was made.
 type TargetStats struct {
 	Commands     uint64 // commands fetched
+	Fetches      uint64 // reads of an SQ tail doorbell that found commands: Commands/Fetches is how many one brings
 	Completions  uint64 // completions posted
 	Reads        uint64 // successful Reads
 	Writes       uint64 // successful Writes
@@ -578,6 +582,9 @@ func (t *Target) serve(w *worker, q *queue) int {
 		q.stats.commands.Add(1)
 		t.dispatch(w, q, &w.cmd)
 		n++
+	}
+	if n > 0 {
+		q.stats.fetches.Add(1)
 	}
 	return n
 }

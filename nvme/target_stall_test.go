@@ -471,6 +471,9 @@ func testGPULikeNoStall(t *testing.T, cfg stallConfig) {
 	if s.Completions != done.Load() || s.Commands != done.Load() {
 		t.Fatalf("%d commands completed by the host; target fetched %d, posted %d", done.Load(), s.Commands, s.Completions)
 	}
+	if s.Fetches == 0 || s.Fetches > s.Commands {
+		t.Fatalf("%d fetches for %d commands", s.Fetches, s.Commands)
+	}
 	t.Logf("%d commands in %d rounds, slowest %v, CQ-full waits %d", done.Load(), rounds, worst, s.CQFullWaits)
 }
 
