@@ -433,6 +433,124 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 	if (offloaded) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_offloaded), offloaded);
 }
 
+// copy_pair copies the lines at from0 and from1 (staging slots; from1 may be
+// null) into to0 and to1 with the lanes of a warp, lane `rank` of `lanes`
+// taking every lanes-th 16-byte chunk, the loads of both lines in flight
+// together.
+__device__ __forceinline__ void copy_pair(unsigned char *to0, const unsigned char *from0, unsigned char *to1,
+                                          const unsigned char *from1, u64 bytes, u32 rank, u32 lanes) {
+	const u64 n = bytes / 16;
+	const uint4 *s0 = reinterpret_cast<const uint4 *>(from0);
+	const uint4 *s1 = reinterpret_cast<const uint4 *>(from1);
+	uint4 *d0 = reinterpret_cast<uint4 *>(to0);
+	uint4 *d1 = reinterpret_cast<uint4 *>(to1);
+	for (u64 base = rank; base < n; base += 8ull * lanes) {
+		uint4 a[8], b[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) a[k] = bam::detail::ld_host16(s0 + c);
+			if (c < n && s1 != nullptr) b[k] = bam::detail::ld_host16(s1 + c);
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n) __stcg(d0 + c, a[k]);
+			if (c < n && s1 != nullptr) __stcg(d1 + c, b[k]);
+		}
+	}
+}
+
+// bam_bench_queue_read_warp is bam_bench_queue_read's mode_copy with the
+// bounce route's copy done by the warp (DESIGN.md §3): each lane reads a
+// line of its own through its warp's queue pair, as there, and once every
+// lane's completion is in, the warp's lanes copy all of the warp's lines
+// into dst together, two at a time, before each lane checks the first and
+// last word of its own line and retires its command. mode and the latency
+// arguments are accepted for the launch's sake and ignored. A lane whose
+// command fails leaves the loop; the others go on without it. Counters as
+// bam_bench_queue_read's.
+BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqueues, u64 mode, u64 iters, u64 budget_ns,
+                                          u64 timeout_ns, u64 nsid, u64 lines, u64 line_shift, u64 lba_shift, u64 seed,
+                                          u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat,
+                                          u64 lat_n, u64 copier) {
+	namespace D = bam::detail;
+	const u64 tid = bam::global_thread_id();
+	const bam::queue_desc &q = queues[(tid >> 5) % nqueues];
+	const u64 stop = first_start(counters + ctr_start) + budget_ns;
+	const u32 ls = static_cast<u32>(line_shift);
+	const u64 bytes = 1ull << ls;
+	const u64 words = bytes / 8;
+	const u32 blocks = 1u << lba_shift;
+	const u32 lane = threadIdx.x & 31;
+	const bool own = static_cast<u64>(gridDim.x) * blockDim.x <= dst_lines;
+	unsigned char *to = dst + ((tid % dst_lines) << ls);
+	u32 live = __activemask();
+	u64 done = 0, failed = 0, bad = 0;
+	for (u64 it = 0; it < iters; it++) {
+		if (__any_sync(live, D::globaltimer() > stop)) break;
+		const u64 k = tid * iters + it;
+		const u64 line = bam::mix64(seed + k) % lines;
+		const u64 deadline = D::globaltimer() + timeout_ns;
+		u64 pos = 0;
+		u32 status = 0, dw0 = 0;
+		// One fetch-and-add for the warp: its lanes hold their slots until
+		// the warp's copy, so they must not wait on each other's
+		// (queue::reserve_group).
+		const bool reserved = bam::queue::reserve_group(q, live, deadline, &pos);
+		bool ok = false;
+		if (!reserved) {
+			note_failure(counters, 2ull << 32);
+		} else {
+			u64 prp1, prp2;
+			bam::queue::prps(q, pos, ls, &prp1, &prp2);
+			bam::queue::issue(q, pos, bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), line << lba_shift, blocks, prp1, prp2));
+			ok = bam::queue::wait(q, pos, deadline, &status, &dw0);
+			if (!ok) note_failure(counters, 3ull << 32);  // abandoned: nothing to retire
+		}
+		const bool has = ok && bam::queue::status_ok(status);
+		if (ok && !has) note_failure(counters, 1ull << 32 | status);
+		const u64 from = has ? reinterpret_cast<u64>(bam::queue::data_slot(q, pos, ls, dw0)) : 0;
+		const u32 rank = __popc(live & ((1u << lane) - 1u));
+		const u32 lanes = __popc(live);
+		for (u32 m = __ballot_sync(live, has); m != 0;) {
+			const int j0 = __ffs(m) - 1;
+			m &= m - 1;
+			const int j1 = m != 0 ? __ffs(m) - 1 : j0;
+			const bool two = m != 0;
+			if (two) m &= m - 1;
+			const u64 f0 = __shfl_sync(live, from, j0), f1 = __shfl_sync(live, from, j1);
+			const u64 t0 = __shfl_sync(live, reinterpret_cast<u64>(to), j0), t1 = __shfl_sync(live, reinterpret_cast<u64>(to), j1);
+			copy_pair(reinterpret_cast<unsigned char *>(t0), reinterpret_cast<const unsigned char *>(f0),
+			          reinterpret_cast<unsigned char *>(t1), two ? reinterpret_cast<const unsigned char *>(f1) : nullptr, bytes, rank, lanes);
+		}
+		// The warp's stores before any lane reads its line back.
+		__syncwarp(live);
+		if (has) {
+			const u64 wbase = line * words;
+			const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? to : reinterpret_cast<const unsigned char *>(from));
+			const u64 first = bam::pattern64(data_seed, wbase), last = bam::pattern64(data_seed, wbase + words - 1);
+			if (own ? (__ldcg(w) != first || __ldcg(w + words - 1) != last)
+			        : (__ldcv(w) != first || __ldcv(w + words - 1) != last)) {
+				bad++;
+			}
+			bam::queue::retire(q, pos);
+			done++;
+		} else if (ok) {
+			bam::queue::retire(q, pos);  // a failed status
+		}
+		const u32 next = __ballot_sync(live, has);
+		if (!has) {
+			failed++;
+			break;
+		}
+		live = next;
+	}
+	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
+	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
+	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+}
+
 // bam_bench_roundtrip: one thread writes i into ping (pinned host memory)
 // and spins until a host thread echoes it into pong, n times, recording
 // nanoseconds and cycles of each round trip at lat[2(i-1)]. Ends by writing

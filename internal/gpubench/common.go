@@ -29,6 +29,7 @@ const Family = "bench"
 // Kernel names in the bench family.
 const (
 	kQueueRead     = "bam_bench_queue_read"
+	kQueueReadWarp = "bam_bench_queue_read_warp"
 	kRoundTrip     = "bam_bench_roundtrip"
 	kSumSeq        = "bam_bench_sum_seq"
 	kSumLinesPerm  = "bam_bench_sum_lines_perm"

@@ -23,6 +23,9 @@ const (
 	modeDirect  = 16
 	modeCopier  = 32 // with modeCopy: the fill copier's warps copy (the default route)
 	modeMirror  = 64 // with modeCopy: ask for the staging mirror when the queue is busy
+	// modeWarpCopy (with modeCopy) runs bam_bench_queue_read_warp instead:
+	// the warp's lanes copy all of the warp's lines together.
+	modeWarpCopy = 128
 )
 
 // latWords is the size in u64 of the record bam_bench_queue_read keeps per
@@ -205,7 +208,11 @@ type qrun struct {
 // launch runs bam_bench_queue_read with threads threads of iters commands;
 // lat (nil: none) receives latencies of the first latN commands.
 func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, budget time.Duration, lat *cuda.DeviceMem, latN uint64) (qrun, error) {
-	fn, err := q.fn(kQueueRead)
+	name := kQueueRead
+	if mode&modeWarpCopy != 0 {
+		name = kQueueReadWarp
+	}
+	fn, err := q.fn(name)
 	if err != nil {
 		return qrun{}, err
 	}
@@ -247,7 +254,7 @@ func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, bud
 // verify reads lines with every word compared to the pattern, through both
 // protocols, before anything is timed.
 func (q *qrig) verify(ctx context.Context) error {
-	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeVerify | modeCopy | modeCopier, modeDirect, modeVerify | modeLocked} {
+	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeVerify | modeCopy | modeCopier, modeCopy | modeWarpCopy, modeDirect, modeVerify | modeLocked} {
 		if mode&modeLocked != 0 {
 			if err := q.e.ResetQueues(ctx); err != nil {
 				return err
@@ -427,6 +434,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	q2.Params["routes"] = map[string]string{
 		"copier (unsuffixed, the default)": "Target reads into pinned staging, the submitting GPU thread posts the copy to the fill copier ring and a warp of the copier kernel copies the line into device memory with 32 lanes",
 		"copier_mirror":                    "as copier, but Reads issued while their queue has 32 or more commands outstanding ask for the staging mirror (gpuengine Config.StagingMirror, off by default): the Target joins a queue's consecutive Reads into runs of up to mirror_run_bytes, copies each run into a mirror of the staging slots in device memory with one cuMemcpyHtoDAsync, and completes them after the copy; the fill copier then copies the line from the mirror",
+		"warp_copy":                        "Target reads into pinned staging; once every lane of a warp has its completion, the warp's lanes copy all of the warp's lines into device memory together, two at a time (the bounce route with the warp copying; kernels/bench.cu bam_bench_queue_read_warp)",
 		"lane_copy":                        "Target reads into pinned staging, the submitting GPU thread copies the line into device memory alone (16-byte loads, 8 in flight)",
 		"copy_engine":                      "the PRPs name a line in device memory; the Target copies the data in with cuMemcpyHtoDAsync on a stream of its own and completes the command after the copy",
 	}
@@ -442,7 +450,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	for _, route := range []struct {
 		name string
 		mode uint64
-	}{{"copier", modeCopy | modeCopier}, {"copier_mirror", modeCopy | modeCopier | modeMirror}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
+	}{{"copier", modeCopy | modeCopier}, {"copier_mirror", modeCopy | modeCopier | modeMirror}, {"warp_copy", modeCopy | modeWarpCopy}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
 		for _, t := range p.Threads {
 			if t < 64<<10 {
 				continue

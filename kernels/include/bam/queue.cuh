@@ -315,8 +315,40 @@ __device__ __noinline__ u32 harvest(const queue_desc &q, u64 want, u64 *mine) {
 // on timeout, or once the abort word at stop (optional) is set; the ticket
 // is then lost and the queue needs a reset (the host resets every queue
 // after a failed launch).
+__device__ inline bool reserve_ticket(const queue_desc &q, u64 t, u64 deadline, const u32 *stop);
 __device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket, const u32 *stop = nullptr) {
 	const u64 t = atomicAdd(reinterpret_cast<unsigned long long *>(word(q, V::TicketOffset)), 1ull);
+	if (!reserve_ticket(q, t, deadline, stop)) return false;
+	*ticket = t;
+	return true;
+}
+
+// reserve_group is reserve for the lanes of mask (all of which call it
+// together, on the same queue): one fetch-and-add takes consecutive
+// tickets for them all, in lane order. A caller that keeps some of its
+// lanes' slots while others wait for theirs (a warp that copies all of its
+// lines once every lane's command completed) must take its tickets this
+// way: a ticket then waits only for the slots of smaller tickets, taken by
+// earlier groups, so no two groups can each hold a slot the other waits
+// for. Taking them one lane at a time, a warp could hold a slot another
+// warp's lane waits for while one of its own lanes waits for a slot of
+// that warp.
+__device__ inline bool reserve_group(const queue_desc &q, u32 mask, u64 deadline, u64 *ticket, const u32 *stop = nullptr) {
+	const u32 lane = threadIdx.x & 31;
+	const int leader = __ffs(mask) - 1;
+	u64 base = 0;
+	if (static_cast<int>(lane) == leader) {
+		base = atomicAdd(reinterpret_cast<unsigned long long *>(word(q, V::TicketOffset)), static_cast<unsigned long long>(__popc(mask)));
+	}
+	const u64 t = __shfl_sync(mask, base, leader) + __popc(mask & ((1u << lane) - 1u));
+	if (!reserve_ticket(q, t, deadline, stop)) return false;
+	*ticket = t;
+	return true;
+}
+
+// reserve_ticket waits until ticket t's slot may be used (the rules at the
+// top of this file), then marks its CID in flight.
+__device__ inline bool reserve_ticket(const queue_desc &q, u64 t, u64 deadline, const u32 *stop) {
 	const u64 mask = q.depth - 1;
 	const u32 sh = shift(q);
 	const u64 pos = t & mask;
@@ -339,7 +371,6 @@ __device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket, c
 		b.pause();
 	}
 	detail::st_relaxed_gpu(cid_record(q, pos) + V::CIDStateOffset / 8, static_cast<u64>(V::CIDInFlight));
-	*ticket = t;
 	return true;
 }
 
