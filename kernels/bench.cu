@@ -433,34 +433,6 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 	if (offloaded) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_offloaded), offloaded);
 }
 
-// copy_pair copies the lines at from0 and from1 (staging slots; from1 may be
-// null) into to0 and to1 with the lanes of a warp, lane `rank` of `lanes`
-// taking every lanes-th 16-byte chunk, the loads of both lines in flight
-// together.
-__device__ __forceinline__ void copy_pair(unsigned char *to0, const unsigned char *from0, unsigned char *to1,
-                                          const unsigned char *from1, u64 bytes, u32 rank, u32 lanes) {
-	const u64 n = bytes / 16;
-	const uint4 *s0 = reinterpret_cast<const uint4 *>(from0);
-	const uint4 *s1 = reinterpret_cast<const uint4 *>(from1);
-	uint4 *d0 = reinterpret_cast<uint4 *>(to0);
-	uint4 *d1 = reinterpret_cast<uint4 *>(to1);
-	for (u64 base = rank; base < n; base += 8ull * lanes) {
-		uint4 a[8], b[8];
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const u64 c = base + static_cast<u64>(k) * lanes;
-			if (c < n) a[k] = bam::detail::ld_host16(s0 + c);
-			if (c < n && s1 != nullptr) b[k] = bam::detail::ld_host16(s1 + c);
-		}
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const u64 c = base + static_cast<u64>(k) * lanes;
-			if (c < n) __stcg(d0 + c, a[k]);
-			if (c < n && s1 != nullptr) __stcg(d1 + c, b[k]);
-		}
-	}
-}
-
 // bam_bench_queue_read_warp is bam_bench_queue_read's mode_copy with the
 // bounce route's copy done by the warp (DESIGN.md §3): each lane reads a
 // line of its own through its warp's queue pair, as there, and once every
@@ -521,8 +493,8 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 			if (two) m &= m - 1;
 			const u64 f0 = __shfl_sync(live, from, j0), f1 = __shfl_sync(live, from, j1);
 			const u64 t0 = __shfl_sync(live, reinterpret_cast<u64>(to), j0), t1 = __shfl_sync(live, reinterpret_cast<u64>(to), j1);
-			copy_pair(reinterpret_cast<unsigned char *>(t0), reinterpret_cast<const unsigned char *>(f0),
-			          reinterpret_cast<unsigned char *>(t1), two ? reinterpret_cast<const unsigned char *>(f1) : nullptr, bytes, rank, lanes);
+			D::copy_two_from_host(reinterpret_cast<unsigned char *>(t0), reinterpret_cast<const unsigned char *>(f0), bytes,
+			                      reinterpret_cast<unsigned char *>(t1), two ? reinterpret_cast<const unsigned char *>(f1) : nullptr, bytes, rank, lanes);
 		}
 		// The warp's stores before any lane reads its line back.
 		__syncwarp(live);

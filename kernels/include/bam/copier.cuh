@@ -65,6 +65,36 @@ __device__ __forceinline__ void copy_from_host(unsigned char *to, const unsigned
 	}
 }
 
+// copy_two_from_host is copy_from_host for two staging slots at once (from1
+// may be null: the first alone), each lane's loads of both in flight
+// together: a warp copying its lanes' lines one after the other then waits
+// for one PCIe round trip per pair instead of per line.
+__device__ __forceinline__ void copy_two_from_host(unsigned char *to0, const unsigned char *from0, u64 bytes0, unsigned char *to1,
+                                                   const unsigned char *from1, u64 bytes1, u32 rank, u32 lanes) {
+	const uint4 *s0 = reinterpret_cast<const uint4 *>(from0);
+	const uint4 *s1 = reinterpret_cast<const uint4 *>(from1);
+	uint4 *d0 = reinterpret_cast<uint4 *>(to0);
+	uint4 *d1 = reinterpret_cast<uint4 *>(to1);
+	const u64 n0 = bytes0 / 16;
+	const u64 n1 = from1 != nullptr ? bytes1 / 16 : 0;
+	const u64 n = n0 > n1 ? n0 : n1;
+	for (u64 base = rank; base < n; base += 8ull * lanes) {
+		uint4 a[8], b[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n0) a[k] = ld_host16(s0 + c);
+			if (c < n1) b[k] = ld_host16(s1 + c);
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const u64 c = base + static_cast<u64>(k) * lanes;
+			if (c < n0) __stcg(d0 + c, a[k]);
+			if (c < n1) __stcg(d1 + c, b[k]);
+		}
+	}
+}
+
 // copy_to_host is the other direction: a line (read at L2, since L1 is not
 // coherent with the multiprocessors that wrote it) into a staging slot,
 // with write-through stores.
