@@ -87,6 +87,17 @@ func TestBenchGPUQueuesTiny(t *testing.T) {
 			t.Errorf("Q1 lacks %s", want)
 		}
 	}
+	// Every Q2 route ran its verified reads (the warp copy's tickets are
+	// taken a warp at a time; taken a lane at a time they deadlocked).
+	q2 := map[string]float64{}
+	for _, f := range res[1].Figures {
+		q2[f.Name] = f.Value
+	}
+	for _, route := range []string{"", "_warp_copy", "_lane_copy"} {
+		if v, ok := q2["read_GBps_4k_65536_threads"+route]; !ok || v <= 0 {
+			t.Errorf("Q2 read_GBps_4k_65536_threads%s = %v (present %v), want > 0", route, v, ok)
+		}
+	}
 }
 
 func TestBenchGPUCacheTiny(t *testing.T) {
