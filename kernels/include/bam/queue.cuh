@@ -14,6 +14,10 @@
 //	... read the data of a Read from queue::staging(q, t) ...
 //	queue::retire(q, t);                                  // slot free for t + depth
 //
+// Lanes of a warp that keep their slots until every one of them has its
+// completion (to copy all their lines together) take their tickets with
+// queue::reserve_group instead of reserve.
+//
 // Staging mirror (internal/gpuengine/mirror.go, nvme.Mirror). When the
 // queue has one (q.mirror != 0), a Read built with mirror_hint set in CDW3
 // may complete with MirroredDW0 in dword 0; its data is then also in the
