@@ -238,6 +238,15 @@ __device__ __forceinline__ bool copy_checked(unsigned char *to, const unsigned c
 	return f == first && l == last;
 }
 
+// ends_match reports whether the first and last words of a line copied
+// into device memory (own: no other thread writes it; loaded at L2) or, when
+// the line is shared, of its staging slot (loaded uncached) are first and
+// last.
+__device__ __forceinline__ bool ends_match(const unsigned char *line, const unsigned char *slot, bool own, u64 words, u64 first, u64 last) {
+	const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? line : slot);
+	return own ? (__ldcg(w) == first && __ldcg(w + words - 1) == last) : (__ldcv(w) == first && __ldcv(w + words - 1) == last);
+}
+
 // perm_bits is a bijection on [0, 2^bits) that scatters consecutive inputs.
 __device__ __forceinline__ u64 perm_bits(u64 x, u32 bits, u64 seed) {
 	const u64 mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
@@ -398,11 +407,7 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			}
 			if (r == bam::copier::copied) {
 				offloaded++;
-				const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? to : slot);
-				if (own ? (__ldcg(w) != first || __ldcg(w + words - 1) != last)
-				        : (__ldcv(w) != first || __ldcv(w + words - 1) != last)) {
-					bad++;
-				}
+				if (!ends_match(to, slot, own, words, first, last)) bad++;
 			} else {
 				if (r == bam::copier::timed_out) {
 					failed++;
@@ -500,10 +505,8 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 		__syncwarp(live);
 		if (has) {
 			const u64 wbase = line * words;
-			const unsigned long long *w = reinterpret_cast<const unsigned long long *>(own ? to : reinterpret_cast<const unsigned char *>(from));
-			const u64 first = bam::pattern64(data_seed, wbase), last = bam::pattern64(data_seed, wbase + words - 1);
-			if (own ? (__ldcg(w) != first || __ldcg(w + words - 1) != last)
-			        : (__ldcv(w) != first || __ldcv(w + words - 1) != last)) {
+			if (!ends_match(to, reinterpret_cast<const unsigned char *>(from), own, words, bam::pattern64(data_seed, wbase),
+			                bam::pattern64(data_seed, wbase + words - 1))) {
 				bad++;
 			}
 			bam::queue::retire(q, pos);
