@@ -336,7 +336,9 @@ __device__ inline bool reserve(const queue_desc &q, u64 deadline, u64 *ticket, c
 // earlier groups, so no two groups can each hold a slot the other waits
 // for. Taking them one lane at a time, a warp could hold a slot another
 // warp's lane waits for while one of its own lanes waits for a slot of
-// that warp.
+// that warp. Such a caller also needs fewer lanes than the queue has
+// entries: the SQ holds at most depth - 1 commands, so with more, a lane
+// would wait for a slot its own warp keeps.
 __device__ inline bool reserve_group(const queue_desc &q, u32 mask, u64 deadline, u64 *ticket, const u32 *stop = nullptr) {
 	const u32 lane = threadIdx.x & 31;
 	const int leader = __ffs(mask) - 1;
