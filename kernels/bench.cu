@@ -526,6 +526,87 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
 }
 
+// bam_bench_queue_read_line is the bounce route as the cache's fills run
+// it (bam/cache.cuh): a warp keeps a few Reads in flight, issued by its
+// first g lanes (mode bits 16-23; 1 when 0), and once they complete, all 32
+// lanes copy the lines into dst together, one after the other, as the
+// cache's group copy does. A warp runs
+// iters*32/g rounds, so a launch issues as many Reads as
+// bam_bench_queue_read's with the same arguments. Launch whole warps. A
+// failed command ends its warp's loop. Counters as bam_bench_queue_read's.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_queue_read_line(const bam::queue_desc *queues, u64 nqueues, u64 mode, u64 iters, u64 budget_ns,
+                                          u64 timeout_ns, u64 nsid, u64 lines, u64 line_shift, u64 lba_shift, u64 seed,
+                                          u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat,
+                                          u64 lat_n, u64 copier) {
+	namespace D = bam::detail;
+	const u64 tid = bam::global_thread_id();
+	const bam::queue_desc &q = queues[(tid >> 5) % nqueues];
+	const u64 stop = first_start(counters + ctr_start) + budget_ns;
+	const u32 ls = static_cast<u32>(line_shift);
+	const u64 bytes = 1ull << ls;
+	const u64 words = bytes / 8;
+	const u32 blocks = 1u << lba_shift;
+	const u32 lane = threadIdx.x & 31;
+	u32 g = static_cast<u32>(mode >> 16) & 0xffu;
+	g = g == 0 ? 1 : (g > 32 ? 32 : g);
+	const u32 issuers = g == 32 ? ~0u : (1u << g) - 1u;
+	const bool issuer = lane < g;
+	const bool own = static_cast<u64>(gridDim.x) * blockDim.x <= dst_lines;
+	unsigned char *to = dst + ((tid % dst_lines) << ls);
+	const u64 rounds = (iters * 32 + g - 1) / g;
+	u64 done = 0, failed = 0, bad = 0;
+	for (u64 r = 0; r < rounds; r++) {
+		if (__any_sync(~0u, D::globaltimer() > stop)) break;
+		const u64 line = bam::mix64(seed + tid * rounds + r) % lines;
+		const u64 deadline = D::globaltimer() + timeout_ns;
+		u64 pos = 0;
+		u32 status = 0, dw0 = 0;
+		bool ok = false;
+		if (issuer) {
+			// The issuers keep their slots until the warp's copy
+			// (queue::reserve_group).
+			if (!bam::queue::reserve_group(q, issuers, deadline, &pos)) {
+				note_failure(counters, 2ull << 32);
+			} else {
+				u64 prp1, prp2;
+				bam::queue::prps(q, pos, ls, &prp1, &prp2);
+				bam::queue::issue(q, pos, bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), line << lba_shift, blocks, prp1, prp2));
+				ok = bam::queue::wait(q, pos, deadline, &status, &dw0);
+				if (!ok) note_failure(counters, 3ull << 32);  // abandoned: nothing to retire
+			}
+		}
+		const bool has = ok && bam::queue::status_ok(status);
+		if (ok && !has) note_failure(counters, 1ull << 32 | status);
+		const u64 from = has ? reinterpret_cast<u64>(bam::queue::data_slot(q, pos, ls, dw0)) : 0;
+		for (u32 m = __ballot_sync(~0u, has); m != 0; m &= m - 1) {
+			const int j = __ffs(m) - 1;
+			const u64 f = __shfl_sync(~0u, from, j), t = __shfl_sync(~0u, reinterpret_cast<u64>(to), j);
+			D::copy_from_host(reinterpret_cast<unsigned char *>(t), reinterpret_cast<const unsigned char *>(f), bytes, lane, 32);
+		}
+		// The warp's stores before any lane reads its line back.
+		__syncwarp();
+		if (has) {
+			const u64 wbase = line * words;
+			if (!ends_match(to, reinterpret_cast<const unsigned char *>(from), own, words, bam::pattern64(data_seed, wbase),
+			                bam::pattern64(data_seed, wbase + words - 1))) {
+				bad++;
+			}
+			bam::queue::retire(q, pos);
+			done++;
+		} else if (ok) {
+			bam::queue::retire(q, pos);  // a failed status
+		}
+		const bool lost = issuer && !has;
+		if (__any_sync(~0u, lost)) {
+			if (lost) failed++;
+			break;
+		}
+	}
+	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
+	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
+	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+}
+
 // bam_bench_roundtrip: one thread writes i into ping (pinned host memory)
 // and spins until a host thread echoes it into pong, n times, recording
 // nanoseconds and cycles of each round trip at lat[2(i-1)]. Ends by writing

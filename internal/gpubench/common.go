@@ -30,6 +30,7 @@ const Family = "bench"
 const (
 	kQueueRead     = "bam_bench_queue_read"
 	kQueueReadWarp = "bam_bench_queue_read_warp"
+	kQueueReadLine = "bam_bench_queue_read_line"
 	kRoundTrip     = "bam_bench_roundtrip"
 	kSumSeq        = "bam_bench_sum_seq"
 	kSumLinesPerm  = "bam_bench_sum_lines_perm"

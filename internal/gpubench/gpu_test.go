@@ -93,7 +93,7 @@ func TestBenchGPUQueuesTiny(t *testing.T) {
 	for _, f := range res[1].Figures {
 		q2[f.Name] = f.Value
 	}
-	for _, route := range []string{"", "_warp_copy", "_lane_copy"} {
+	for _, route := range []string{"", "_warp_copy", "_warp_lines", "_lane_copy"} {
 		if v, ok := q2["read_GBps_4k_65536_threads"+route]; !ok || v <= 0 {
 			t.Errorf("Q2 read_GBps_4k_65536_threads%s = %v (present %v), want > 0", route, v, ok)
 		}

@@ -26,7 +26,40 @@ const (
 	// modeWarpCopy (with modeCopy) runs bam_bench_queue_read_warp instead:
 	// the warp's lanes copy all of the warp's lines together.
 	modeWarpCopy = 128
+	// modeWarpLine (with modeCopy) runs bam_bench_queue_read_line instead:
+	// a warp's first lanes each keep one Read in flight (how many: bits
+	// 16-23, see warpLines), and all 32 lanes copy each line, as the
+	// cache's fills do.
+	modeWarpLine = 256
 )
+
+// warpLines returns the mode of the route where each warp keeps n Reads in
+// flight (1-32) and copies their lines with all its lanes.
+func warpLines(n int) uint64 { return modeCopy | modeWarpLine | uint64(n)<<16 }
+
+// fits reports whether mode can run on queues of depth entries: routes
+// whose lanes keep their slots until their warp's copy need more entries
+// than a warp keeps (the SQ holds depth-1 commands), or a warp would wait
+// for a slot it holds itself.
+func fits(mode uint64, depth int) bool {
+	switch {
+	case mode&modeWarpCopy != 0:
+		return depth > 32
+	case mode&modeWarpLine != 0:
+		return depth > int(mode>>16&0xff)
+	}
+	return true
+}
+
+// warpLineReads is how many Reads a warp of Q2's warp_lines route keeps in
+// flight. Measured on the H200 host at 64 queue pairs of 256 entries
+// (bench/results/logs/q2-warp-lines-H200-20261125.txt), 64 Ki threads: 1,
+// 2, 4, 5, 6 and 8 Reads a warp moved 41.6-41.9, 46.4-46.6, 48.4-49.2,
+// 49.3-49.5, 48.5-49.7 and 47.1-48.4 GB/s, against 44.3-46.3 for all 32
+// lanes reading (warp_copy). Past about 10 K commands outstanding (of the
+// queues' 16 K entries) the rate falls again: 256 Ki threads, whose
+// resident warps fill the queues, moved 45-47.9 GB/s at 4-8 a warp.
+const warpLineReads = 5
 
 // latWords is the size in u64 of the record bam_bench_queue_read keeps per
 // command in modeLatency (lat_words in kernels/bench.cu); the latRecord
@@ -209,8 +242,11 @@ type qrun struct {
 // lat (nil: none) receives latencies of the first latN commands.
 func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, budget time.Duration, lat *cuda.DeviceMem, latN uint64) (qrun, error) {
 	name := kQueueRead
-	if mode&modeWarpCopy != 0 {
+	switch {
+	case mode&modeWarpCopy != 0:
 		name = kQueueReadWarp
+	case mode&modeWarpLine != 0:
+		name = kQueueReadLine
 	}
 	fn, err := q.fn(name)
 	if err != nil {
@@ -254,8 +290,8 @@ func (q *qrig) launch(ctx context.Context, nthreads, iters int, mode uint64, bud
 // verify reads lines with every word compared to the pattern, through both
 // protocols, before anything is timed.
 func (q *qrig) verify(ctx context.Context) error {
-	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeVerify | modeCopy | modeCopier, modeCopy | modeWarpCopy, modeDirect, modeVerify | modeLocked} {
-		if mode&modeWarpCopy != 0 && q.p.Depth <= 32 {
+	for _, mode := range []uint64{modeVerify, modeVerify | modeCopy, modeVerify | modeCopy | modeCopier, modeCopy | modeWarpCopy, warpLines(1), warpLines(warpLineReads), modeDirect, modeVerify | modeLocked} {
+		if !fits(mode, q.p.Depth) {
 			continue // not run at this depth (RunQueues says why)
 		}
 		if mode&modeLocked != 0 {
@@ -438,6 +474,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 		"copier (unsuffixed, the default)": "Target reads into pinned staging, the submitting GPU thread posts the copy to the fill copier ring and a warp of the copier kernel copies the line into device memory with 32 lanes",
 		"copier_mirror":                    "as copier, but Reads issued while their queue has 32 or more commands outstanding ask for the staging mirror (gpuengine Config.StagingMirror, off by default): the Target joins a queue's consecutive Reads into runs of up to mirror_run_bytes, copies each run into a mirror of the staging slots in device memory with one cuMemcpyHtoDAsync, and completes them after the copy; the fill copier then copies the line from the mirror",
 		"warp_copy":                        "Target reads into pinned staging; once every lane of a warp has its completion, the warp's lanes copy all of the warp's lines into device memory together, two at a time (the bounce route with the warp copying; kernels/bench.cu bam_bench_queue_read_warp)",
+		"warp_lines":                       fmt.Sprintf("Target reads into pinned staging; the first %d lanes of each warp each keep a Read in flight and, once all of them have their completions, the warp's 32 lanes copy the lines into device memory one after another, as the cache's fills copy a line (kernels/bench.cu bam_bench_queue_read_line)", warpLineReads),
 		"lane_copy":                        "Target reads into pinned staging, the submitting GPU thread copies the line into device memory alone (16-byte loads, 8 in flight)",
 		"copy_engine":                      "the PRPs name a line in device memory; the Target copies the data in with cuMemcpyHtoDAsync on a stream of its own and completes the command after the copy",
 	}
@@ -453,11 +490,11 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 	for _, route := range []struct {
 		name string
 		mode uint64
-	}{{"copier", modeCopy | modeCopier}, {"copier_mirror", modeCopy | modeCopier | modeMirror}, {"warp_copy", modeCopy | modeWarpCopy}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
-		if route.mode&modeWarpCopy != 0 && p.Depth <= 32 {
-			// A warp keeps its 32 lanes' slots until its copy: with a
-			// queue of 32 entries or fewer it would wait for its own.
-			p.logf("Q2 %s route skipped: it needs queues of more than 32 entries (--depth %d)", route.name, p.Depth)
+	}{{"copier", modeCopy | modeCopier}, {"copier_mirror", modeCopy | modeCopier | modeMirror}, {"warp_copy", modeCopy | modeWarpCopy}, {"warp_lines", warpLines(warpLineReads)}, {"lane_copy", modeCopy}, {"copy_engine", modeDirect}} {
+		if !fits(route.mode, p.Depth) {
+			// A warp keeps its lanes' slots until its copy: with a queue
+			// of that many entries or fewer it would wait for its own.
+			p.logf("Q2 %s route skipped: its warps keep more slots than queues of --depth %d hold", route.name, p.Depth)
 			continue
 		}
 		for _, t := range p.Threads {
