@@ -530,10 +530,10 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 // it (bam/cache.cuh): a warp keeps a few Reads in flight, issued by its
 // first g lanes (mode bits 16-23; 1 when 0), and once they complete, all 32
 // lanes copy the lines into dst together, one after the other, as the
-// cache's group copy does. A warp runs
-// iters*32/g rounds, so a launch issues as many Reads as
-// bam_bench_queue_read's with the same arguments. Launch whole warps. A
-// failed command ends its warp's loop. Counters as bam_bench_queue_read's.
+// cache's group copy does. A warp issues iters*32 Reads, g a round, so a
+// launch issues as many as bam_bench_queue_read's with the same arguments.
+// Launch whole warps. A failed command ends its warp's loop. Counters as
+// bam_bench_queue_read's.
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_queue_read_line(const bam::queue_desc *queues, u64 nqueues, u64 mode, u64 iters, u64 budget_ns,
                                           u64 timeout_ns, u64 nsid, u64 lines, u64 line_shift, u64 lba_shift, u64 seed,
                                           u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat,
@@ -549,14 +549,17 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_queue_read_line(const bam::queue_desc
 	const u32 lane = threadIdx.x & 31;
 	u32 g = static_cast<u32>(mode >> 16) & 0xffu;
 	g = g == 0 ? 1 : (g > 32 ? 32 : g);
-	const u32 issuers = g == 32 ? ~0u : (1u << g) - 1u;
-	const bool issuer = lane < g;
 	const bool own = static_cast<u64>(gridDim.x) * blockDim.x <= dst_lines;
 	unsigned char *to = dst + ((tid % dst_lines) << ls);
-	const u64 rounds = (iters * 32 + g - 1) / g;
+	const u64 total = iters * 32;  // the warp's Reads
+	const u64 rounds = (total + g - 1) / g;
 	u64 done = 0, failed = 0, bad = 0;
 	for (u64 r = 0; r < rounds; r++) {
 		if (__any_sync(~0u, D::globaltimer() > stop)) break;
+		// The last round may have fewer Reads than g.
+		const u32 n = static_cast<u32>(min(static_cast<u64>(g), total - r * g));
+		const u32 issuers = n == 32 ? ~0u : (1u << n) - 1u;
+		const bool issuer = lane < n;
 		const u64 line = bam::mix64(seed + tid * rounds + r) % lines;
 		const u64 deadline = D::globaltimer() + timeout_ns;
 		u64 pos = 0;
