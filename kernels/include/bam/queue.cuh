@@ -18,6 +18,15 @@
 // completion (to copy all their lines together) take their tickets with
 // queue::reserve_group instead of reserve.
 //
+// Throughput. Reads whose data a kernel copies into device memory moved
+// fastest (H200, 64 queue pairs of 256 entries, 4 KiB: 48-50 GB/s, about
+// 0.9 of the link's copy rate) when a few lanes of each warp kept one Read
+// in flight each, the whole warp copied each completed line with all 32
+// lanes, and the commands outstanding stayed near 60 % of the queues'
+// entries; every lane reading (queues full, warps waiting for slots) or
+// one Read a warp were 5-16 % slower (kernels/bench.cu
+// bam_bench_queue_read_line, bench/results/logs/q2-warp-lines-*.txt).
+//
 // Staging mirror (internal/gpuengine/mirror.go, nvme.Mirror). When the
 // queue has one (q.mirror != 0), a Read built with mirror_hint set in CDW3
 // may complete with MirroredDW0 in dword 0; its data is then also in the
