@@ -45,6 +45,14 @@ __device__ __forceinline__ u64 first_start(u64 *slot) {
 	return prev != 0 ? prev : now;
 }
 
+// add_counts adds a thread's completed, failed and mismatched counts to
+// the counters.
+__device__ __forceinline__ void add_counts(u64 *counters, u64 done, u64 failed, u64 bad) {
+	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
+	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
+	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+}
+
 __device__ __forceinline__ u64 cycles() {
 	u64 c;
 	asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
@@ -432,10 +440,45 @@ BAM_KERNEL void bam_bench_queue_read(const bam::queue_desc *queues, u64 nqueues,
 			l[5] = c_issued - c0;
 		}
 	}
-	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
-	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
-	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+	add_counts(counters, done, failed, bad);
 	if (offloaded) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_offloaded), offloaded);
+}
+
+// read_group: the lanes of mask (calling together, on one queue) take
+// consecutive tickets with one fetch-and-add (queue::reserve_group: a
+// caller that keeps its lanes' slots until the warp's copy must not wait
+// on its own), then each issues a Read of its line into its staging slot
+// and waits for it. Returns whether the command completed (*status, *dw0
+// as queue::wait); reservation and wait timeouts are noted in counters.
+__device__ __forceinline__ bool read_group(const bam::queue_desc &q, u32 mask, u64 deadline, u64 nsid, u64 line, u64 lba_shift, u32 ls,
+                                           u64 *counters, u64 *pos, u32 *status, u32 *dw0) {
+	if (!bam::queue::reserve_group(q, mask, deadline, pos)) {
+		note_failure(counters, 2ull << 32);
+		return false;
+	}
+	u64 prp1, prp2;
+	bam::queue::prps(q, *pos, ls, &prp1, &prp2);
+	bam::queue::issue(q, *pos, bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), line << lba_shift, 1u << lba_shift, prp1, prp2));
+	const bool ok = bam::queue::wait(q, *pos, deadline, status, dw0);
+	if (!ok) note_failure(counters, 3ull << 32);  // abandoned: nothing to retire
+	return ok;
+}
+
+// finish_read ends a read_group command once its warp's copy is done: a
+// completed Read (has) has the first and last word of its line checked
+// (ends_match) and is counted in *done, mismatches in *bad; every
+// completed command, failed status or not, is retired.
+__device__ __forceinline__ void finish_read(const bam::queue_desc &q, u64 pos, bool ok, bool has, const unsigned char *to, u64 from,
+                                            bool own, u64 words, u64 data_seed, u64 line, u64 *done, u64 *bad) {
+	if (has) {
+		const u64 wbase = line * words;
+		if (!ends_match(to, reinterpret_cast<const unsigned char *>(from), own, words, bam::pattern64(data_seed, wbase),
+		                bam::pattern64(data_seed, wbase + words - 1))) {
+			(*bad)++;
+		}
+		(*done)++;
+	}
+	if (ok) bam::queue::retire(q, pos);
 }
 
 // bam_bench_queue_read_warp is bam_bench_queue_read's mode_copy with the
@@ -458,7 +501,6 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 	const u32 ls = static_cast<u32>(line_shift);
 	const u64 bytes = 1ull << ls;
 	const u64 words = bytes / 8;
-	const u32 blocks = 1u << lba_shift;
 	const u32 lane = threadIdx.x & 31;
 	const bool own = static_cast<u64>(gridDim.x) * blockDim.x <= dst_lines;
 	unsigned char *to = dst + ((tid % dst_lines) << ls);
@@ -471,20 +513,7 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 		const u64 deadline = D::globaltimer() + timeout_ns;
 		u64 pos = 0;
 		u32 status = 0, dw0 = 0;
-		// One fetch-and-add for the warp: its lanes hold their slots until
-		// the warp's copy, so they must not wait on each other's
-		// (queue::reserve_group).
-		const bool reserved = bam::queue::reserve_group(q, live, deadline, &pos);
-		bool ok = false;
-		if (!reserved) {
-			note_failure(counters, 2ull << 32);
-		} else {
-			u64 prp1, prp2;
-			bam::queue::prps(q, pos, ls, &prp1, &prp2);
-			bam::queue::issue(q, pos, bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), line << lba_shift, blocks, prp1, prp2));
-			ok = bam::queue::wait(q, pos, deadline, &status, &dw0);
-			if (!ok) note_failure(counters, 3ull << 32);  // abandoned: nothing to retire
-		}
+		const bool ok = read_group(q, live, deadline, nsid, line, lba_shift, ls, counters, &pos, &status, &dw0);
 		const bool has = ok && bam::queue::status_ok(status);
 		if (ok && !has) note_failure(counters, 1ull << 32 | status);
 		const u64 from = has ? reinterpret_cast<u64>(bam::queue::data_slot(q, pos, ls, dw0)) : 0;
@@ -503,17 +532,7 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 		}
 		// The warp's stores before any lane reads its line back.
 		__syncwarp(live);
-		if (has) {
-			const u64 wbase = line * words;
-			if (!ends_match(to, reinterpret_cast<const unsigned char *>(from), own, words, bam::pattern64(data_seed, wbase),
-			                bam::pattern64(data_seed, wbase + words - 1))) {
-				bad++;
-			}
-			bam::queue::retire(q, pos);
-			done++;
-		} else if (ok) {
-			bam::queue::retire(q, pos);  // a failed status
-		}
+		finish_read(q, pos, ok, has, to, from, own, words, data_seed, line, &done, &bad);
 		const u32 next = __ballot_sync(live, has);
 		if (!has) {
 			failed++;
@@ -521,9 +540,7 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 		}
 		live = next;
 	}
-	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
-	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
-	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+	add_counts(counters, done, failed, bad);
 }
 
 // bam_bench_queue_read_line is the bounce route as the cache's fills run
@@ -545,7 +562,6 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_queue_read_line(const bam::queue_desc
 	const u32 ls = static_cast<u32>(line_shift);
 	const u64 bytes = 1ull << ls;
 	const u64 words = bytes / 8;
-	const u32 blocks = 1u << lba_shift;
 	const u32 lane = threadIdx.x & 31;
 	u32 g = static_cast<u32>(mode >> 16) & 0xffu;
 	g = g == 0 ? 1 : (g > 32 ? 32 : g);
@@ -565,19 +581,7 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_queue_read_line(const bam::queue_desc
 		u64 pos = 0;
 		u32 status = 0, dw0 = 0;
 		bool ok = false;
-		if (issuer) {
-			// The issuers keep their slots until the warp's copy
-			// (queue::reserve_group).
-			if (!bam::queue::reserve_group(q, issuers, deadline, &pos)) {
-				note_failure(counters, 2ull << 32);
-			} else {
-				u64 prp1, prp2;
-				bam::queue::prps(q, pos, ls, &prp1, &prp2);
-				bam::queue::issue(q, pos, bam::nvme_command::read_write(bam::nvme_op_read, static_cast<u32>(nsid), line << lba_shift, blocks, prp1, prp2));
-				ok = bam::queue::wait(q, pos, deadline, &status, &dw0);
-				if (!ok) note_failure(counters, 3ull << 32);  // abandoned: nothing to retire
-			}
-		}
+		if (issuer) ok = read_group(q, issuers, deadline, nsid, line, lba_shift, ls, counters, &pos, &status, &dw0);
 		const bool has = ok && bam::queue::status_ok(status);
 		if (ok && !has) note_failure(counters, 1ull << 32 | status);
 		const u64 from = has ? reinterpret_cast<u64>(bam::queue::data_slot(q, pos, ls, dw0)) : 0;
@@ -588,26 +592,14 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_queue_read_line(const bam::queue_desc
 		}
 		// The warp's stores before any lane reads its line back.
 		__syncwarp();
-		if (has) {
-			const u64 wbase = line * words;
-			if (!ends_match(to, reinterpret_cast<const unsigned char *>(from), own, words, bam::pattern64(data_seed, wbase),
-			                bam::pattern64(data_seed, wbase + words - 1))) {
-				bad++;
-			}
-			bam::queue::retire(q, pos);
-			done++;
-		} else if (ok) {
-			bam::queue::retire(q, pos);  // a failed status
-		}
+		finish_read(q, pos, ok, has, to, from, own, words, data_seed, line, &done, &bad);
 		const bool lost = issuer && !has;
 		if (__any_sync(~0u, lost)) {
 			if (lost) failed++;
 			break;
 		}
 	}
-	if (done) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_completed), done);
-	if (failed) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_failed), failed);
-	if (bad) atomicAdd(reinterpret_cast<unsigned long long *>(counters + ctr_mismatched), bad);
+	add_counts(counters, done, failed, bad);
 }
 
 // bam_bench_roundtrip: one thread writes i into ping (pinned host memory)
