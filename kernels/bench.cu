@@ -550,7 +550,8 @@ BAM_KERNEL void bam_bench_queue_read_warp(const bam::queue_desc *queues, u64 nqu
 // cache's group copy does. A warp issues iters*32 Reads, g a round, so a
 // launch issues as many as bam_bench_queue_read's with the same arguments.
 // Launch whole warps. A failed command ends its warp's loop. Counters as
-// bam_bench_queue_read's.
+// bam_bench_queue_read's; the latency arguments and the copier ring are
+// accepted for the launch's sake and ignored.
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_queue_read_line(const bam::queue_desc *queues, u64 nqueues, u64 mode, u64 iters, u64 budget_ns,
                                           u64 timeout_ns, u64 nsid, u64 lines, u64 line_shift, u64 lba_shift, u64 seed,
                                           u64 data_seed, unsigned char *dst, u64 dst_lines, u64 *counters, u64 *lat,
