@@ -195,6 +195,11 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 // On failure nothing is held. Returns the NVMe status (status_timeout on a
 // timeout).
 __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n, u64 deadline, struct handle *h);
+// read_at is io_read after its reservation: the Read at ticket t of q
+// (taken by the caller, with queue::reserve or reserve_group), into the
+// line itself when direct.
+__device__ inline u32 read_at(const array_desc &d, const queue_desc &q, u64 t, const where &w, u64 g, bool direct, u64 deadline,
+                              struct handle *h);
 
 // Result of acquire.
 struct handle {
@@ -274,6 +279,182 @@ __device__ __forceinline__ void clear_clock(u64 *p) { atomicAnd(reinterpret_cast
 // clear_tag empties the tag field of the word at p and keeps its generation.
 __device__ __forceinline__ void clear_tag(u64 *p) { atomicOr(reinterpret_cast<unsigned long long *>(p), tag_mask); }
 
+// Outcomes of claim.
+enum claim_outcome : u32 {
+	claim_done,    // *way is BUSY for the line, with n references
+	claim_again,   // the line was installed meanwhile or is being written back
+	claim_none,    // every way of the set is held or in flight
+	claim_failed,  // a failure was recorded (set lock wait, write-back)
+};
+
+// claim is the miss path's claim of a way for the line at w (gpucache/doc.go,
+// miss steps 1-6): under the set lock it re-scans the set, chooses a victim
+// (a free way first, then the clock hand), installs the line's tag with n
+// references and BUSY, and once the lock is dropped writes a dirty victim
+// back. It waits only for the set lock, whose holders never wait while
+// holding it, and for the write-back's I/O.
+__device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 set, u64 base, u64 K, u32 n, u64 deadline, u64 index,
+                                     u64 *way) {
+	// 1. set lock (short; no I/O under it)
+	u32 *lock = set_lock(d, set);
+	if (!take_lock(lock, deadline, detail::abort_word(d))) {
+		// Other misses of the set kept the lock; they too may be
+		// waiting for ways that stay held.
+		fail_wait(d, base, K, index, w);
+		return claim_failed;
+	}
+	// 2. re-scan
+	bool again = false;
+	for (u64 k = 0; k < K && !again; k++) {
+		const u64 gk = base + k;
+		if (detail::ld_relaxed_gpu(wbtag_at(d, gk)) == w.tag) {
+			again = true;  // its write-back is in flight
+			break;
+		}
+		if (word_tag(detail::ld_relaxed_gpu(tag_at(d, gk))) == w.tag) {
+			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+			if (s & (state_valid | state_busy)) {
+				again = true;  // installed meanwhile: take the hit path
+			} else {
+				clear_tag(tag_at(d, gk));
+			}
+		}
+	}
+	if (again) {
+		drop_lock(lock);
+		return claim_again;
+	}
+	// 3-4. choose and claim a victim
+	u64 victim = ~0ull;
+	u32 old = 0;
+	for (u64 k = 0; k < K && victim == ~0ull; k++) {  // a free way first
+		const u64 gk = base + k;
+		const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+		if ((s & (state_valid | state_busy)) == 0 && (s & ref_mask) == 0) {
+			const u32 o = atomicOr(state_at(d, gk), state_busy);
+			if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
+				victim = gk;
+				old = o;
+			} else if ((o & state_busy) == 0) {
+				atomicAnd(state_at(d, gk), ~state_busy);
+			}
+		}
+	}
+	u32 *hand = set_hand(d, set);
+	u32 hv = detail::ld_relaxed_gpu(hand);
+	const bool clock = d.policy == L::PolicyClock;
+	for (u64 step = 0; step < 2 * K && victim == ~0ull; step++) {
+		const u64 gk = base + (hv % K);
+		hv = (hv + 1) % static_cast<u32>(K);
+		const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+		if ((s & state_busy) || (s & ref_mask)) continue;
+		if (clock && (detail::ld_relaxed_gpu(tag_at(d, gk)) & word_clock)) {
+			clear_clock(tag_at(d, gk));
+			continue;
+		}
+		const u32 o = atomicOr(state_at(d, gk), state_busy);
+		if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
+			victim = gk;
+			old = o;
+		} else if ((o & state_busy) == 0) {
+			atomicAnd(state_at(d, gk), ~state_busy);
+		}
+	}
+	detail::st_relaxed_gpu(hand, hv);
+	if (victim == ~0ull) {
+		drop_lock(lock);
+		return claim_none;
+	}
+	// 5. install
+	const bool dirty = (old & state_valid) && (old & state_dirty);
+	const u64 old_word = detail::ld_relaxed_gpu(tag_at(d, victim));
+	const u64 old_tag = word_tag(old_word);
+	if (dirty) detail::st_relaxed_gpu(wbtag_at(d, victim), old_tag);
+	detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusOK));
+	// The new tag with an odd generation and a clear clock bit (a new
+	// line starts unreferenced by the hand, measured better in
+	// gpucache), after the stores above and before any store to the line.
+	detail::st_release_gpu(tag_at(d, victim), claimed_word(old_word, w.tag));
+	__threadfence();
+	atomicAdd(state_at(d, victim), n);
+	atomicAnd(state_at(d, victim), ~(state_valid | state_dirty));
+	drop_lock(lock);
+	// 6. write the dirty victim back, no lock held
+	if (dirty) {
+		// Recover the victim's place on storage from its tag.
+		where ow;
+		ow.tag = old_tag;
+		ow.nsid = (old_tag >> C::TagNamespaceShift) + 1;
+		ow.lba = (old_tag & C::TagLineMask) << d.lba_shift;
+		const u32 st = write_line(d, victim, ow, deadline);
+		detail::count(d, L::StatWriteBacks, 1);
+		if (st != 0) {
+			take_lock(lock, deadline + d.timeout_ns, nullptr);  // restores the dirty line: not stopped by an abort
+			detail::st_relaxed_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
+			// The old tag at an even generation: the old data,
+			// untouched, is its tag's again.
+			const u32 gen = word_gen(detail::ld_relaxed_gpu(tag_at(d, victim)));
+			detail::st_release_gpu(tag_at(d, victim), (static_cast<u64>(gen + 1u) << C::TagWordGenShift) | old_tag);
+			atomicOr(state_at(d, victim), state_valid | state_dirty);
+			atomicAnd(state_at(d, victim), ~state_busy);
+			atomicSub(state_at(d, victim), n);
+			drop_lock(lock);
+			fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, ow);
+			return claim_failed;
+		}
+		__threadfence();
+		detail::st_release_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
+	}
+	*way = victim;
+	return claim_done;
+}
+
+// claim_absent claims a way for the line at w, BUSY and unreferenced
+// (*way), when no way of its set holds the line's tag (resident, being
+// filled or a failed fill's leftover) and a way can be taken now. It never
+// waits for another thread's fill or references, only for the set lock
+// and a dirty victim's write-back, so a warp may keep several ways it
+// claimed this way BUSY while their Reads are in flight (bam::array's
+// prefetch): none of them waits on another warp. False when the line needs
+// no fill from this thread, when no way was free, or when a failure was
+// recorded.
+__device__ __noinline__ bool claim_absent(const array_desc &d, const where &w, u64 index, u64 *way) {
+	if (detail::failed(d)) return false;
+	const u64 K = d.ways;
+	const u64 set = set_of(w.tag, d.sets);
+	const u64 base = set * K;
+	u64 word;
+	if (find_way(tag_at(d, 0), base, K, w.tag, &word) != ~0ull) return false;
+	if (claim(d, w, set, base, K, 0, detail::globaltimer() + d.timeout_ns, index, way) != claim_done) return false;
+	detail::count(d, L::StatMisses, 1);
+	return true;
+}
+
+// end_fill ends step 7 for way g, claimed with n references, once its
+// Read returned st (io_read, read_at): a failed Read marks the way's fill
+// failed, drops the references and records the error; on the copy-engine
+// route (nothing pending in h) the line is published. On success h holds
+// the way.
+__device__ __forceinline__ void end_fill(const array_desc &d, u64 g, u32 n, u32 st, u64 index, const where &w, handle *h) {
+	detail::count(d, L::StatFills, 1);
+	if (st != 0) {
+		detail::st_relaxed_gpu(status_at(d, g), static_cast<u32>(C::StatusFillFailed));
+		__threadfence();
+		atomicAnd(state_at(d, g), ~state_busy);
+		atomicSub(state_at(d, g), n);
+		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
+		return;
+	}
+	h->way = g;
+	h->ok = true;
+	if (h->staging == 0) {
+		// Copy-engine route: the data is in the line; publish it.
+		__threadfence();
+		publish(tag_at(d, g));
+		atomicXor(state_at(d, g), state_valid | state_busy);
+	}
+}
+
 // acquire takes n references on the line at w for a group of requests; the
 // line is filled first on a miss. index names the element for errors. On
 // failure the error is recorded in the descriptor's error record.
@@ -352,141 +533,21 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 		}
 		if (!miss) continue;
 		detail::count(d, L::StatMisses, 1);
-		// Miss. 1. set lock (short; no I/O under it)
-		u32 *lock = set_lock(d, set);
-		if (!take_lock(lock, deadline, detail::abort_word(d))) {
-			// Other misses of the set kept the lock; they too may be
-			// waiting for ways that stay held.
-			fail_wait(d, base, K, index, w);
-			return h;
-		}
-		// 2. re-scan
-		bool again = false;
-		for (u64 k = 0; k < K && !again; k++) {
-			const u64 gk = base + k;
-			if (detail::ld_relaxed_gpu(wbtag_at(d, gk)) == w.tag) {
-				again = true;  // its write-back is in flight
-				break;
-			}
-			if (word_tag(detail::ld_relaxed_gpu(tag_at(d, gk))) == w.tag) {
-				const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
-				if (s & (state_valid | state_busy)) {
-					again = true;  // installed meanwhile: take the hit path
-				} else {
-					clear_tag(tag_at(d, gk));
-				}
-			}
-		}
-		if (again) {
-			drop_lock(lock);
+		// Miss: claim a way (steps 1-6).
+		u64 victim;
+		const u32 c = claim(d, w, set, base, K, n, deadline, index, &victim);
+		if (c == claim_failed) return h;
+		if (c != claim_done) {
+			// Installed meanwhile: take the hit path. Every way held or in
+			// flight: wait for one; past the deadline the next round says
+			// which (fail_wait).
 			b.pause();
 			continue;
-		}
-		// 3-4. choose and claim a victim
-		u64 victim = ~0ull;
-		u32 old = 0;
-		for (u64 k = 0; k < K && victim == ~0ull; k++) {  // a free way first
-			const u64 gk = base + k;
-			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
-			if ((s & (state_valid | state_busy)) == 0 && (s & ref_mask) == 0) {
-				const u32 o = atomicOr(state_at(d, gk), state_busy);
-				if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
-					victim = gk;
-					old = o;
-				} else if ((o & state_busy) == 0) {
-					atomicAnd(state_at(d, gk), ~state_busy);
-				}
-			}
-		}
-		u32 *hand = set_hand(d, set);
-		u32 hv = detail::ld_relaxed_gpu(hand);
-		const bool clock = d.policy == L::PolicyClock;
-		for (u64 step = 0; step < 2 * K && victim == ~0ull; step++) {
-			const u64 gk = base + (hv % K);
-			hv = (hv + 1) % static_cast<u32>(K);
-			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
-			if ((s & state_busy) || (s & ref_mask)) continue;
-			if (clock && (detail::ld_relaxed_gpu(tag_at(d, gk)) & word_clock)) {
-				clear_clock(tag_at(d, gk));
-				continue;
-			}
-			const u32 o = atomicOr(state_at(d, gk), state_busy);
-			if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
-				victim = gk;
-				old = o;
-			} else if ((o & state_busy) == 0) {
-				atomicAnd(state_at(d, gk), ~state_busy);
-			}
-		}
-		detail::st_relaxed_gpu(hand, hv);
-		if (victim == ~0ull) {
-			// Every way held or in flight: wait for one. Past the
-			// deadline the next round says which (fail_wait).
-			drop_lock(lock);
-			b.pause();
-			continue;
-		}
-		// 5. install
-		const bool dirty = (old & state_valid) && (old & state_dirty);
-		const u64 old_word = detail::ld_relaxed_gpu(tag_at(d, victim));
-		const u64 old_tag = word_tag(old_word);
-		if (dirty) detail::st_relaxed_gpu(wbtag_at(d, victim), old_tag);
-		detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusOK));
-		// The new tag with an odd generation and a clear clock bit (a new
-		// line starts unreferenced by the hand, measured better in
-		// gpucache), after the stores above and before any store to the line.
-		detail::st_release_gpu(tag_at(d, victim), claimed_word(old_word, w.tag));
-		__threadfence();
-		atomicAdd(state_at(d, victim), n);
-		atomicAnd(state_at(d, victim), ~(state_valid | state_dirty));
-		drop_lock(lock);
-		// 6. write the dirty victim back, no lock held
-		if (dirty) {
-			// Recover the victim's place on storage from its tag.
-			where ow;
-			ow.tag = old_tag;
-			ow.nsid = (old_tag >> C::TagNamespaceShift) + 1;
-			ow.lba = (old_tag & C::TagLineMask) << d.lba_shift;
-			const u32 st = write_line(d, victim, ow, deadline);
-			detail::count(d, L::StatWriteBacks, 1);
-			if (st != 0) {
-				take_lock(lock, deadline + d.timeout_ns, nullptr);  // restores the dirty line: not stopped by an abort
-				detail::st_relaxed_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
-				// The old tag at an even generation: the old data,
-				// untouched, is its tag's again.
-				const u32 gen = word_gen(detail::ld_relaxed_gpu(tag_at(d, victim)));
-				detail::st_release_gpu(tag_at(d, victim), (static_cast<u64>(gen + 1u) << C::TagWordGenShift) | old_tag);
-				atomicOr(state_at(d, victim), state_valid | state_dirty);
-				atomicAnd(state_at(d, victim), ~state_busy);
-				atomicSub(state_at(d, victim), n);
-				drop_lock(lock);
-				fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, ow);
-				return h;
-			}
-			__threadfence();
-			detail::st_release_gpu(wbtag_at(d, victim), static_cast<u64>(C::TagEmpty));
 		}
 		// 7. fill: the data lands in a staging slot; the caller copies it
 		// into the line (alone or with its warp group) and publishes VALID
 		// with finish_fill.
-		const u32 st = io_read(d, w, victim, n, deadline, &h);
-		detail::count(d, L::StatFills, 1);
-		if (st != 0) {
-			detail::st_relaxed_gpu(status_at(d, victim), static_cast<u32>(C::StatusFillFailed));
-			__threadfence();
-			atomicAnd(state_at(d, victim), ~state_busy);
-			atomicSub(state_at(d, victim), n);
-			fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
-			return h;
-		}
-		h.way = victim;
-		h.ok = true;
-		if (h.staging == 0) {
-			// Copy-engine route: the data is in the line; publish it.
-			__threadfence();
-			publish(tag_at(d, victim));
-			atomicXor(state_at(d, victim), state_valid | state_busy);
-		}
+		end_fill(d, victim, n, io_read(d, w, victim, n, deadline, &h), index, w, &h);
 		return h;
 	}
 }
@@ -495,8 +556,11 @@ __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n,
 	const queue_desc &q = pick_queue(d);
 	u64 t;
 	if (detail::aborted(d) || !queue::reserve(q, deadline, &t, detail::abort_word(d))) return status_timeout;
+	return read_at(d, q, t, w, g, n < d.direct_below, deadline, h);
+}
+
+__device__ inline u32 read_at(const array_desc &d, const queue_desc &q, u64 t, const where &w, u64 g, bool direct, u64 deadline, handle *h) {
 	const u32 shift = static_cast<u32>(d.line_shift);
-	const bool direct = n < d.direct_below;
 	u64 prp1, prp2;
 	if (direct) {
 		queue::prps_to(q, t, shift, reinterpret_cast<u64>(line_data(d, g)), &prp1, &prp2);
