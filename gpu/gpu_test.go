@@ -40,6 +40,16 @@ extern "C" __global__ void BAM_ARRAY_BOUNDS sum_range(bam::array<float> a, unsig
 	bam::for_range(a, lo, n, [&](bam::u64 i) { s += a[i]; });
 	atomicAdd(out, s);
 }
+extern "C" __global__ void BAM_ARRAY_BOUNDS scale_range_taken(bam::array<float> a, unsigned long long lo, unsigned long long n, float k,
+                                                              unsigned long long *next, unsigned long long ahead) {
+	bam::for_range(a, lo, n, [&](bam::u64 i) { a.write(i, a[i] * k); }, next, (unsigned)ahead);
+}
+extern "C" __global__ void BAM_ARRAY_BOUNDS sum_range_taken(bam::array<float> a, unsigned long long lo, unsigned long long n, double *out,
+                                                            unsigned long long *next, unsigned long long ahead) {
+	double s = 0;
+	bam::for_range(a, lo, n, [&](bam::u64 i) { s += a[i]; }, next, (unsigned)ahead);
+	atomicAdd(out, s);
+}
 extern "C" __global__ void past_end(bam::array<float> a) {
 	float v = a[a.size() + threadIdx.x];
 	(void)v;
@@ -525,7 +535,9 @@ func TestGPUArrayRefSpans(t *testing.T) {
 // TestGPUForRange runs bam::for_range passes from a user kernel over
 // ranges that start and end inside lines, through a cache a quarter of the
 // array, with grids of few warps (a line per chunk), of many (chunks down
-// to 32 elements) and with blocks of partial warps.
+// to 32 elements) and with blocks of partial warps; and with chunks taken
+// from a work counter, lines filled ahead of the reads (the writes leave
+// them dirty, so the warps filling ahead evict dirty lines).
 func TestGPUForRange(t *testing.T) {
 	ctx, s := gpuStore(t)
 	const n = 1 << 20 // 4 MiB of floats through a 1 MiB cache
@@ -535,20 +547,40 @@ func TestGPUForRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Free()
+	next, err := gpu.NewBuffer(s, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Free()
+	zero := make([]byte, 8)
 	want := slices.Clone(vals)
 	for _, c := range []struct {
 		lo, n uint64
 		grid  gpu.Dims
 		k     float32
+		ahead uint64 // 0: fixed shares; else chunks taken from next, ahead lines filled at once
 	}{
-		{1000, n - 1000 - 77, gpu.Dims{Grid: 8, Block: 256}, 3}, // 64 warps: a line per chunk
-		{5, n - 5, gpu.Grid(n, 256), 0.5},                       // a warp per 32 elements
-		{123457, 1000, gpu.Dims{Grid: 132 * 4, Block: 256}, 2},  // a short range: 32-element chunks
-		{n - 40, 40, gpu.Dims{Grid: 1, Block: 32}, 5},           // one warp, the array's end
-		{77, 100000, gpu.Dims{Grid: 7, Block: 48}, 1.5},         // partial warps: one position per thread
+		{1000, n - 1000 - 77, gpu.Dims{Grid: 8, Block: 256}, 3, 0},    // 64 warps: a line per chunk
+		{5, n - 5, gpu.Grid(n, 256), 0.5, 0},                          // a warp per 32 elements
+		{123457, 1000, gpu.Dims{Grid: 132 * 4, Block: 256}, 2, 0},     // a short range: 32-element chunks
+		{n - 40, 40, gpu.Dims{Grid: 1, Block: 32}, 5, 0},              // one warp, the array's end
+		{77, 100000, gpu.Dims{Grid: 7, Block: 48}, 1.5, 0},            // partial warps: one position per thread
+		{1000, n - 1000 - 77, gpu.Dims{Grid: 8, Block: 256}, 0.25, 4}, // 64 warps taking chunks, 2 lines ahead (half the cache's 256 lines)
+		{3, n - 3, gpu.Dims{Grid: 2, Block: 256}, 2, 8},               // 16 warps, 8 lines ahead
+		{5, n - 5, gpu.Grid(n, 256), 4, 2},                            // a warp per 32 elements: none ahead
+		{77, 100000, gpu.Dims{Grid: 7, Block: 48}, 0.5, 2},            // partial warps taking positions
 	} {
-		if err := m.Launch(ctx, "scale_range", c.grid, a, c.lo, c.n, c.k); err != nil {
-			t.Fatalf("scale_range(%d, %d): %v", c.lo, c.n, err)
+		scale, sum := "scale_range", "sum_range"
+		var extra []any
+		if c.ahead > 0 {
+			scale, sum = "scale_range_taken", "sum_range_taken"
+			extra = []any{next, c.ahead}
+			if err := next.Write(zero); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Launch(ctx, scale, c.grid, append([]any{a, c.lo, c.n, c.k}, extra...)...); err != nil {
+			t.Fatalf("%s(%d, %d): %v", scale, c.lo, c.n, err)
 		}
 		for i := c.lo; i < c.lo+c.n; i++ {
 			want[i] *= c.k
@@ -561,14 +593,19 @@ func TestGPUForRange(t *testing.T) {
 		if err := out.Write(b); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Launch(ctx, "sum_range", c.grid, a, c.lo, c.n, out); err != nil {
-			t.Fatalf("sum_range(%d, %d): %v", c.lo, c.n, err)
+		if c.ahead > 0 {
+			if err := next.Write(zero); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Launch(ctx, sum, c.grid, append([]any{a, c.lo, c.n, out}, extra...)...); err != nil {
+			t.Fatalf("%s(%d, %d): %v", sum, c.lo, c.n, err)
 		}
 		if err := out.Read(b); err != nil {
 			t.Fatal(err)
 		}
 		if got := math.Float64frombits(binary.LittleEndian.Uint64(b)); math.Abs(got-wantSum) > 1e-6*math.Abs(wantSum) {
-			t.Fatalf("sum_range(%d, %d) = %v, want %v", c.lo, c.n, got, wantSum)
+			t.Fatalf("%s(%d, %d) = %v, want %v", sum, c.lo, c.n, got, wantSum)
 		}
 	}
 	got := make([]float32, n)

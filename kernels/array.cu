@@ -2,7 +2,10 @@
 // GPU-resident cache (bam/array.cuh): gather, scatter, ranges, a reduction
 // and the write-back of dirty lines. One kernel per element size; the host
 // picks by the array's element size. Any grid is correct: the passes share
-// their positions out with bam::for_range, a line's worth per warp.
+// their positions out with bam::for_range, a line's worth per warp, taken
+// from the work counter the host zeroes for each launch (next, the last
+// argument), and the passes over the array's own elements fill
+// bam::fill_ahead lines a warp at once.
 #include "bam/array.cuh"
 
 using bam::u32;
@@ -11,13 +14,13 @@ using bam::u64;
 namespace {
 
 template <typename T>
-__device__ void gather(bam::array<T> a, const u64 *__restrict__ idx, u64 n, T *__restrict__ out) {
-	bam::for_range(a, 0, n, [&](u64 i) { out[i] = a.read(idx[i]); });
+__device__ void gather(bam::array<T> a, const u64 *__restrict__ idx, u64 n, T *__restrict__ out, u64 *next) {
+	bam::for_range(a, 0, n, [&](u64 i) { out[i] = a.read(idx[i]); }, next);
 }
 
 template <typename T>
-__device__ void scatter(bam::array<T> a, const u64 *__restrict__ idx, const T *__restrict__ vals, u64 n) {
-	bam::for_range(a, 0, n, [&](u64 i) { a.write(idx[i], vals[i]); });
+__device__ void scatter(bam::array<T> a, const u64 *__restrict__ idx, const T *__restrict__ vals, u64 n, u64 *next) {
+	bam::for_range(a, 0, n, [&](u64 i) { a.write(idx[i], vals[i]); }, next);
 }
 
 // read_range holds each chunk's line (one acquire for the warp) while it
@@ -26,43 +29,46 @@ __device__ void scatter(bam::array<T> a, const u64 *__restrict__ idx, const T *_
 // back before the next chunk: a line held across the next chunk's miss
 // would keep two lines a warp out of the cache's reach for a fill's time.
 template <typename T>
-__device__ void read_range(bam::array<T> a, u64 start, u64 n, T *__restrict__ out) {
+__device__ void read_range(bam::array<T> a, u64 start, u64 n, T *__restrict__ out, u64 *next) {
 	bam::array_ref<T> ref(a);
-	bam::for_chunks(a, start, n, [&](u64 lo, u64 hi, u32 lane, u32 step) {
-		const bam::line_span<T> s = ref.span(lo);  // empty after a recorded failure
-		for (u64 j = lo + lane; j < hi; j += step) out[j - start] = s.contains(j) ? s[j] : T{};
-		ref.release();
-	});
+	bam::for_chunks(
+	    a, start, n,
+	    [&](u64 lo, u64 hi, u32 lane, u32 step) {
+		    const bam::line_span<T> s = ref.span(lo);  // empty after a recorded failure
+		    for (u64 j = lo + lane; j < hi; j += step) out[j - start] = s.contains(j) ? s[j] : T{};
+		    ref.release();
+	    },
+	    next, bam::fill_ahead);
 }
 
 template <typename T>
-__device__ void write_range(bam::array<T> a, u64 start, u64 n, const T *__restrict__ in) {
-	bam::for_range(a, start, n, [&](u64 j) { a.write(j, in[j - start]); });
+__device__ void write_range(bam::array<T> a, u64 start, u64 n, const T *__restrict__ in, u64 *next) {
+	bam::for_range(a, start, n, [&](u64 j) { a.write(j, in[j - start]); }, next, bam::fill_ahead);
 }
 
 // sum adds elements [start, start+n) into *out (integer sums wrap mod 2^64;
 // floating sums accumulate in double, so their last bits depend on order).
 template <typename T, typename Acc>
-__device__ void sum(bam::array<T> a, u64 start, u64 n, Acc *out) {
+__device__ void sum(bam::array<T> a, u64 start, u64 n, Acc *out, u64 *next) {
 	Acc s = 0;
-	bam::for_range(a, start, n, [&](u64 j) { s += static_cast<Acc>(a.read(j)); });
+	bam::for_range(a, start, n, [&](u64 j) { s += static_cast<Acc>(a.read(j)); }, next, bam::fill_ahead);
 	atomicAdd(out, s);
 }
 
 }  // namespace
 
-#define BAM_ARRAY_OPS(SUFFIX, T)                                                                             \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_gather_##SUFFIX(bam::array<T> a, const u64 *idx, u64 n, T *out) {               \
-		gather<T>(a, idx, n, out);                                                                            \
-	}                                                                                                         \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_scatter_##SUFFIX(bam::array<T> a, const u64 *idx, const T *vals, u64 n) {       \
-		scatter<T>(a, idx, vals, n);                                                                          \
-	}                                                                                                         \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_read_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, T *out) {                \
-		read_range<T>(a, start, n, out);                                                                      \
-	}                                                                                                         \
-	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_write_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, const T *in) {          \
-		write_range<T>(a, start, n, in);                                                                      \
+#define BAM_ARRAY_OPS(SUFFIX, T)                                                                                            \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_gather_##SUFFIX(bam::array<T> a, const u64 *idx, u64 n, T *out, u64 *next) {         \
+		gather<T>(a, idx, n, out, next);                                                                                     \
+	}                                                                                                                        \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_scatter_##SUFFIX(bam::array<T> a, const u64 *idx, const T *vals, u64 n, u64 *next) { \
+		scatter<T>(a, idx, vals, n, next);                                                                                   \
+	}                                                                                                                        \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_read_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, T *out, u64 *next) {          \
+		read_range<T>(a, start, n, out, next);                                                                               \
+	}                                                                                                                        \
+	BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_write_range_##SUFFIX(bam::array<T> a, u64 start, u64 n, const T *in, u64 *next) {    \
+		write_range<T>(a, start, n, in, next);                                                                               \
 	}
 
 BAM_ARRAY_OPS(e1, unsigned char)
@@ -71,18 +77,19 @@ BAM_ARRAY_OPS(e4, unsigned int)
 BAM_ARRAY_OPS(e8, unsigned long long)
 BAM_ARRAY_OPS(e16, uint4)
 
-// Reductions over a range: bam_array_sum_<type>(array, start, n, out).
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_u32(bam::array<unsigned int> a, u64 start, u64 n, unsigned long long *out) {
-	sum<unsigned int, unsigned long long>(a, start, n, out);
+// Reductions over a range: bam_array_sum_<type>(array, start, n, out, next).
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_u32(bam::array<unsigned int> a, u64 start, u64 n, unsigned long long *out, u64 *next) {
+	sum<unsigned int, unsigned long long>(a, start, n, out, next);
 }
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_u64(bam::array<unsigned long long> a, u64 start, u64 n, unsigned long long *out) {
-	sum<unsigned long long, unsigned long long>(a, start, n, out);
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_u64(bam::array<unsigned long long> a, u64 start, u64 n, unsigned long long *out,
+                                                   u64 *next) {
+	sum<unsigned long long, unsigned long long>(a, start, n, out, next);
 }
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_f32(bam::array<float> a, u64 start, u64 n, double *out) {
-	sum<float, double>(a, start, n, out);
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_f32(bam::array<float> a, u64 start, u64 n, double *out, u64 *next) {
+	sum<float, double>(a, start, n, out, next);
 }
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_f64(bam::array<double> a, u64 start, u64 n, double *out) {
-	sum<double, double>(a, start, n, out);
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_array_sum_f64(bam::array<double> a, u64 start, u64 n, double *out, u64 *next) {
+	sum<double, double>(a, start, n, out, next);
 }
 
 // bam_cache_write_back writes every dirty, unreferenced line back to

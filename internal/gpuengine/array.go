@@ -164,6 +164,26 @@ func (a *Array) launchConfig(n uint64) cuda.LaunchConfig {
 	return cuda.Linear(n, 256, 132*16)
 }
 
+// launchPass launches one of the array's pass kernels (kernels/array.cu)
+// over n positions: the array, args, and last a work counter in device
+// memory, zeroed for this launch, from which the kernel's warps take their
+// chunks (bam::for_range's next).
+func (a *Array) launchPass(ctx context.Context, fn *cuda.Function, n uint64, args ...cuda.Arg) error {
+	next, err := a.e.ctx.Alloc(8)
+	if err != nil {
+		return err
+	}
+	defer next.Free()
+	if err := next.Memset8(0); err != nil {
+		return err
+	}
+	all := make([]cuda.Arg, 0, len(args)+2)
+	all = append(all, a.Arg())
+	all = append(all, args...)
+	all = append(all, cuda.Ptr(next.Ptr()))
+	return a.e.Launch(ctx, fn, a.launchConfig(n), all...)
+}
+
 // Gather reads elements idx[i] into out[i*ElemSize:].
 func (a *Array) Gather(ctx context.Context, idx []uint64, out []byte) error {
 	es := a.spec.ElemSize
@@ -188,7 +208,7 @@ func (a *Array) Gather(ctx context.Context, idx []uint64, out []byte) error {
 	}
 	defer dOut.Free()
 	n := uint64(len(idx))
-	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.Ptr(dIdx.Ptr()), cuda.U64(n), cuda.Ptr(dOut.Ptr())); err != nil {
+	if err := a.launchPass(ctx, fn, n, cuda.Ptr(dIdx.Ptr()), cuda.U64(n), cuda.Ptr(dOut.Ptr())); err != nil {
 		return fmt.Errorf("array %q: %w", a.spec.Name, err)
 	}
 	return dOut.Read(0, out)
@@ -219,7 +239,7 @@ func (a *Array) Scatter(ctx context.Context, idx []uint64, vals []byte) error {
 	}
 	defer dVals.Free()
 	n := uint64(len(idx))
-	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.Ptr(dIdx.Ptr()), cuda.Ptr(dVals.Ptr()), cuda.U64(n)); err != nil {
+	if err := a.launchPass(ctx, fn, n, cuda.Ptr(dIdx.Ptr()), cuda.Ptr(dVals.Ptr()), cuda.U64(n)); err != nil {
 		return fmt.Errorf("array %q: %w", a.spec.Name, err)
 	}
 	return nil
@@ -262,7 +282,7 @@ func (a *Array) ReadRangeTo(ctx context.Context, start, n uint64, dst cuda.Devic
 	if err != nil {
 		return err
 	}
-	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(dst)); err != nil {
+	if err := a.launchPass(ctx, fn, n, cuda.U64(start), cuda.U64(n), cuda.Ptr(dst)); err != nil {
 		return fmt.Errorf("array %q: %w", a.spec.Name, err)
 	}
 	return nil
@@ -287,7 +307,7 @@ func (a *Array) WriteRange(ctx context.Context, start uint64, in []byte) error {
 		return err
 	}
 	defer dIn.Free()
-	if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(dIn.Ptr())); err != nil {
+	if err := a.launchPass(ctx, fn, n, cuda.U64(start), cuda.U64(n), cuda.Ptr(dIn.Ptr())); err != nil {
 		return fmt.Errorf("array %q: %w", a.spec.Name, err)
 	}
 	return nil
@@ -325,7 +345,7 @@ func (a *Array) Sum(ctx context.Context, kind SumKind, start, n uint64) (u uint6
 		return 0, 0, err
 	}
 	if n > 0 {
-		if err := a.e.Launch(ctx, fn, a.launchConfig(n), a.Arg(), cuda.U64(start), cuda.U64(n), cuda.Ptr(out.Ptr())); err != nil {
+		if err := a.launchPass(ctx, fn, n, cuda.U64(start), cuda.U64(n), cuda.Ptr(out.Ptr())); err != nil {
 			return 0, 0, fmt.Errorf("array %q: %w", a.spec.Name, err)
 		}
 	}

@@ -190,6 +190,55 @@ __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::
 	if (g.is_leader()) cache::finish_fill(d, h);
 }
 
+// fill_lines is array<T>::prefetch, called by all 32 lanes of a warp
+// together: each lane with want names line (element index's). One lane per
+// distinct line, at most one fewer than the warp's queue has entries,
+// claims it when it is absent (cache::claim_absent); the claimers take
+// consecutive tickets of that queue at once (queue::reserve_group) and
+// issue their Reads, and once every one has completed, the warp copies
+// each line from its staging slot with all its lanes and the line's
+// claimer publishes it. No claimed way waits on another warp, and the warp
+// holds nothing when it returns.
+__device__ __noinline__ void fill_lines(const array_desc *desc, u64 line, bool want, u64 index) {
+	const array_desc &d = *desc;
+	constexpr u32 all = ~0u;
+	__syncwarp();
+	const u32 lane = threadIdx.x & 31;
+	const u32 below = (1u << lane) - 1u;
+	const u32 same = __match_any_sync(all, want ? line : ~0ull);
+	const bool first = want && static_cast<u32>(__ffs(same) - 1) == lane;
+	const u32 firsts = __ballot_sync(all, first);
+	const queue_desc &q = cache::pick_queue(d);
+	cache::where w{};
+	u64 way = 0;
+	bool mine = false;
+	if (first && static_cast<u64>(__popc(firsts & below)) + 1 < q.depth) {
+		w = cache::locate(d, line);
+		mine = cache::claim_absent(d, w, index, &way);
+	}
+	const u32 claimers = __ballot_sync(all, mine);
+	if (claimers == 0) return;
+	cache::handle h{0, false, 0, 0, 0};
+	if (mine) {
+		const u64 deadline = detail::globaltimer() + d.timeout_ns;
+		u64 t;
+		u32 st = status_timeout;
+		if (queue::reserve_group(q, claimers, deadline, &t, detail::abort_word(d))) {
+			st = cache::read_at(d, q, t, w, way, 32 < d.direct_below, deadline, &h);
+		}
+		cache::end_fill(d, way, 0, st, index, w, &h);
+	}
+	const u64 bytes = 1ull << d.line_shift;
+	for (u32 m = __ballot_sync(all, h.staging != 0); m != 0; m &= m - 1) {
+		const int j = __ffs(m) - 1;
+		const u64 to = __shfl_sync(all, way, j), from = __shfl_sync(all, h.staging, j);
+		cache::copy_part(cache::line_data(d, to), reinterpret_cast<const unsigned char *>(from), bytes, lane, 32);
+	}
+	// The copies' stores before any claimer publishes its line.
+	__syncwarp();
+	cache::finish_fill(d, h);
+}
+
 // hit_fields are the fields of the hit path: the part of a bam::array<T>
 // kernel argument after the descriptor's address (layout::engine::ArrayArg*,
 // filled by the host from the descriptor), so a kernel reads them from its
@@ -314,6 +363,22 @@ class array {
 
 	__device__ __forceinline__ T operator[](u64 i) const { return read(i); }
 
+	// prefetch brings the line of element i into the cache ahead of its
+	// reads; all 32 lanes of a warp call it together (i >= size() for a
+	// lane with nothing to fetch). The warp fills several lines at once,
+	// one NVMe Read each in flight together, and copies each with all its
+	// lanes, the pattern that moved data fastest (queue.cuh). It waits for
+	// nothing but its own fills: a line already resident or being filled,
+	// one whose set has no way free now, and lanes past one fewer than the
+	// queue's entries are skipped, and their reads fill them as usual.
+	// Lines it fills stay unreferenced, so reads should follow soon
+	// (for_range keeps the lines in flight within half the cache).
+	__device__ __forceinline__ void prefetch(u64 i) const {
+		const bool want = i < hot.count;
+		const u64 line = want ? i >> (hot.line_shift - detail::elem_shift<T>()) : 0;
+		fill_lines(desc, line, want, i);
+	}
+
 	// read returns element i (T{} after a recorded failure).
 	//
 	// A hit takes no reference and no atomic: each lane finds its line's
@@ -389,40 +454,71 @@ class array {
 	}
 };
 
+// fill_ahead is the ahead of the engine's passes over an array's own
+// elements (kernels/array.cu: read and write ranges, sums): with 4 KiB
+// lines each warp filling two lines at once moved 2-3 % more than one
+// (bench/results/logs/c1-balanced-*.txt).
+constexpr u32 fill_ahead = 2;
+
 // for_chunks is for_range's schedule without its inner loop: f(lo, hi,
 // lane, step) gets each chunk [lo, hi) (within one line), called by the
 // warp's lanes together, each to take positions lo+lane, lo+lane+step, ...
 // (step 32, or 1 and lane 0 for a partial warp, whose threads get chunks
 // of one position). A pass that holds a chunk's line with an array_ref and
 // reads it through span(lo) touches the cache's metadata once a line, not
-// once per element (bam_array_read_range).
+// once per element (bam_array_read_range). next and ahead are for_range's.
 template <typename T, typename F>
-__device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, F f) {
+__device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, F f, u64 *next = nullptr, u32 ahead = 1) {
 	if (n == 0) return;
 	// Partial warps: every thread a "warp" of one lane, chunks of one
-	// position. One loop serves both cases, so f is inlined once.
+	// position. One loop serves every case, so f is inlined once.
 	const bool whole = (blockDim.x & 31) == 0;
 	const u64 warps = whole ? grid_threads() >> 5 : grid_threads();
 	const u32 lane = whole ? threadIdx.x & 31 : 0;
 	const u32 step = whole ? 32 : 1;
 	u32 sh = 0;
+	if (ahead == 0 || !whole) ahead = 1;
 	u64 busy = warps;  // warps that take chunks
 	if (whole) {
 		const u64 want = (n + warps - 1) / warps;  // positions per warp
 		const u64 per = a.elems_per_line();
 		sh = 5;
 		while ((1ull << sh) < want && (1ull << sh) < per) sh++;
-		// A warp's chunk is 2^sh / per of a line.
-		busy = min(warps, max((a.lines_in_flight() * per) >> sh, 1ull));
+		// A warp's chunk is 2^sh / per of a line; warps share the lines
+		// of chunks smaller than a line, and leave their fills to f.
+		// Filling ahead takes room in the cache that warps of the grid
+		// would otherwise use: only as far as every warp stays busy.
+		const u64 room = (a.lines_in_flight() * per) >> sh;  // chunks in flight
+		if ((1ull << sh) < per) ahead = 1;
+		ahead = static_cast<u32>(min(static_cast<u64>(ahead), max(room / warps, 1ull)));
+		busy = min(warps, max(room / ahead, 1ull));
 	}
 	const u64 end = start + n;
 	const u64 first = start >> sh;
 	const u64 chunks = ((end - 1) >> sh) - first + 1;
 	const u64 self = whole ? global_thread_id() >> 5 : global_thread_id();
-	for (u64 k = self; self < busy && k < chunks; k += busy) {
-		const u64 lo = max((first + k) << sh, start);
-		const u64 hi = min((first + k + 1) << sh, end);
-		f(lo, hi, lane, step);
+	if (self >= busy) return;
+	// The warp's groups of ahead chunks: taken from *next, consecutive, or
+	// every busy-th from its own, grid-stride.
+	const u64 stride = next != nullptr ? 1 : busy;
+	for (u64 g = 0;; g++) {
+		u64 base = self + g * ahead * busy;
+		if (next != nullptr) {
+			if (lane == 0) base = atomicAdd(reinterpret_cast<unsigned long long *>(next), static_cast<unsigned long long>(ahead));
+			if (whole) base = __shfl_sync(~0u, base, 0);
+		}
+		if (base >= chunks) break;
+		if (ahead > 1) {
+			const u64 k = base + lane * stride;
+			a.prefetch(lane < ahead && k < chunks ? (first + k) << sh : ~0ull);
+		}
+		for (u32 j = 0; j < ahead; j++) {
+			const u64 k = base + j * stride;
+			if (k >= chunks) break;
+			const u64 lo = max((first + k) << sh, start);
+			const u64 hi = min((first + k + 1) << sh, end);
+			f(lo, hi, lane, step);
+		}
 	}
 }
 
@@ -431,10 +527,9 @@ __device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, 
 // whose elements a holds). Every thread of the launch calls it with the
 // same arguments; the grid's warps share the range out in chunks: runs of
 // consecutive positions, a power of two between 32 and a's elements per
-// line, aligned so that a chunk never straddles a line, handed out
-// grid-stride. A warp's lanes call f together with 32 consecutive
-// positions at a time, so f may be a warp-coalesced access such as
-// a.read(i).
+// line, aligned so that a chunk never straddles a line. A warp's lanes
+// call f together with 32 consecutive positions at a time, so f may be a
+// warp-coalesced access such as a.read(i).
 //
 // Use it, rather than one position per thread grid-stride, for passes
 // over consecutive elements that may miss: each warp then fills a line of
@@ -452,11 +547,29 @@ __device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, 
 // fills per line). The grid is one-dimensional (global_thread_id); blocks whose size is not
 // a multiple of 32 have partial warps, and get one position per thread,
 // grid-stride.
+//
+// Chunks are handed out grid-stride, each warp's fixed in advance, unless
+// next is given: a u64 in device memory, zero before the launch and used
+// by this one call, from which warps take chunks as they finish them, so
+// that all finish together. A cold pass of fixed shares ends with the
+// warps whose fills happened to be slowest: on an H200, 4 KiB lines, a
+// 1 GiB pass moved 47.1-47.8 GB/s with fixed shares and 49.3 taking
+// chunks (bench/results/logs/c1-balanced-*.txt).
+//
+// ahead > 1, for passes over a's own indices, has each warp fill the
+// lines of its next ahead chunks at once (array<T>::prefetch) before f
+// reads them, as far as half the cache holds ahead lines for every warp
+// of the grid (no further: with fewer warps busy, 64 KiB lines moved
+// less). Keep it 1 when the positions index something else (a gather's
+// index list): the lines it would fill are not the ones f reads.
 template <typename T, typename F>
-__device__ __forceinline__ void for_range(const array<T> &a, u64 start, u64 n, F f) {
-	for_chunks(a, start, n, [&](u64 lo, u64 hi, u32 lane, u32 step) {
-		for (u64 i = lo + lane; i < hi; i += step) f(i);
-	});
+__device__ __forceinline__ void for_range(const array<T> &a, u64 start, u64 n, F f, u64 *next = nullptr, u32 ahead = 1) {
+	for_chunks(
+	    a, start, n,
+	    [&](u64 lo, u64 hi, u32 lane, u32 step) {
+		    for (u64 i = lo + lane; i < hi; i += step) f(i);
+	    },
+	    next, ahead);
 }
 
 // ref_drop gives back the lines the lanes of mask hold (held, way): the
