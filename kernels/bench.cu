@@ -667,28 +667,54 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq(bam::array<u64> a, u64 n, u64
 
 // bam_bench_sum_range adds elements [0, n) of a through the cache with
 // bam::for_range (warps take the range a line at a time), as the engine's
-// range operations do.
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_range(bam::array<u64> a, u64 n, u64 *out) {
+// range operations do: chunks taken from the counter at next (zero before
+// the launch) as warps finish them, or fixed shares when next is null, each
+// warp filling ahead lines at once (0: bam::fill_ahead; 1: none ahead of
+// its reads).
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_range(bam::array<u64> a, u64 n, u64 ahead, u64 *next, u64 *out) {
 	u64 s = 0;
-	bam::for_range(a, 0, n, [&](u64 i) { s += a.read(i); });
+	bam::for_range(a, 0, n, [&](u64 i) { s += a.read(i); }, next, ahead == 0 ? bam::fill_ahead : static_cast<u32>(ahead));
 	add_sum(out, s);
 }
 
 // bam_bench_sum_lines_perm adds every element of a (2^lines_log2 lines of
 // per_line elements), one warp per line, lines visited in a pseudo-random
-// permutation. As in bam::for_range, at most half of the cache's lines are
-// in flight: warps beyond that stay idle (a warp holds no reference between
-// its reads, so more lines in flight than the cache can keep get evicted
-// while still being read).
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_lines_perm(bam::array<u64> a, u64 lines_log2, u64 per_line, u64 seed, u64 *out) {
+// permutation: the permutation's positions taken from the counter at next
+// (zero before the launch) as warps finish them, or every warps-th of them
+// for each warp when next is null. As in bam::for_range, at most half of
+// the cache's lines are in flight: warps beyond that stay idle (a warp
+// holds no reference between its reads, so more lines in flight than the
+// cache can keep get evicted while still being read). With ahead > 1 (0:
+// bam::fill_ahead) each warp fills its next ahead lines at once
+// (bam::array::prefetch), as far as for_range would.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_lines_perm(bam::array<u64> a, u64 lines_log2, u64 per_line, u64 seed, u64 ahead,
+                                                          u64 *next, u64 *out) {
 	const u64 lines = 1ull << lines_log2;
-	const u64 warps = min(bam::grid_threads() >> 5, a.lines_in_flight());
+	const u64 grid_warps = bam::grid_threads() >> 5;
+	ahead = min(ahead == 0 ? bam::fill_ahead : ahead, max(a.lines_in_flight() / grid_warps, 1ull));
+	const u64 warps = min(grid_warps, max(a.lines_in_flight() / ahead, 1ull));
 	const u32 lane = threadIdx.x & 31u;
-	u64 s = 0;
+	const u32 bits = static_cast<u32>(lines_log2);
 	const u64 self = bam::global_thread_id() >> 5;
-	for (u64 w = self; self < warps && w < lines; w += warps) {
-		const u64 line = perm_bits(w, static_cast<u32>(lines_log2), seed);
-		for (u64 e = lane; e < per_line; e += 32) s += a.read(line * per_line + e);
+	const u64 stride = next != nullptr ? 1 : warps;
+	u64 s = 0;
+	for (u64 g = 0; self < warps; g++) {
+		u64 base = self + g * ahead * warps;
+		if (next != nullptr) {
+			if (lane == 0) base = atomicAdd(reinterpret_cast<unsigned long long *>(next), static_cast<unsigned long long>(ahead));
+			base = __shfl_sync(~0u, base, 0);
+		}
+		if (base >= lines) break;
+		if (ahead > 1) {
+			const u64 w = base + lane * stride;
+			a.prefetch(lane < ahead && w < lines ? perm_bits(w, bits, seed) * per_line : ~0ull);
+		}
+		for (u64 j = 0; j < ahead; j++) {
+			const u64 w = base + j * stride;
+			if (w >= lines) break;
+			const u64 line = perm_bits(w, bits, seed);
+			for (u64 e = lane; e < per_line; e += 32) s += a.read(line * per_line + e);
+		}
 	}
 	add_sum(out, s);
 }

@@ -133,13 +133,14 @@ func runBenchGPUQueues(ctx context.Context, e *env, args []string) error {
 func runBenchGPUCache(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "bench gpu-cache")
 	g := addGPUFlags(fs)
-	cache := fs.String("cache", "", "GPU cache size, a power of two; the array is 4x it (default 256MiB)")
+	cache := fs.String("cache", "", "GPU cache size, a power of two; the array is 4x it (default 1GiB)")
 	lines := fs.String("lines", "", "line sizes, comma-separated (default 512,4096,8192,65536)")
 	queues := fs.Int("queues", 0, "queue pairs (default 64)")
 	depth := fs.Int("depth", 0, "entries per queue (default: the engine's for each line size, 256 cut to keep staging within 64 MiB)")
 	workers := fs.Int("workers", 0, "Target host threads (default min(GOMAXPROCS, queues))")
 	lookups := fs.String("lookups", "", "lookups per C4 lookup run (default 16M)")
 	noAbl := fs.Bool("no-ablations", false, "skip C4")
+	ahead := fs.Int("ahead", 0, "lines each warp fills at once in the range and random orders (default: the device library's bam::fill_ahead; 1 for none ahead of the reads)")
 	rest, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -147,7 +148,10 @@ func runBenchGPUCache(ctx context.Context, e *env, args []string) error {
 	if len(rest) > 0 {
 		return usageErrorf("unexpected arguments %q", rest)
 	}
-	p := gpubench.CacheParams{Config: g.config(e), Queues: *queues, Depth: *depth, Workers: *workers, NoAblations: *noAbl}
+	if *ahead < 0 || *ahead > 32 {
+		return usageErrorf("--ahead %d: want 0 to 32", *ahead)
+	}
+	p := gpubench.CacheParams{Config: g.config(e), Queues: *queues, Depth: *depth, Workers: *workers, NoAblations: *noAbl, Ahead: *ahead}
 	if *cache != "" {
 		if p.CacheBytes, err = parseSize(*cache); err != nil {
 			return usageErrorf("--cache: %v", err)

@@ -20,7 +20,9 @@ import (
 type CacheParams struct {
 	Config
 	// CacheBytes is the cache size, a power of two; the array is 4x it
-	// (default 256MiB, so a 1 GiB array).
+	// (default 1GiB, so a 4 GiB array: a cold pass then lasts about 85 ms
+	// on an H200, where through 256 MiB its start and end, and sets four
+	// times as crowded, cost 4 KiB lines about 2 % of their rate).
 	CacheBytes uint64
 	// Lines are the line sizes of C1 (default 512, 4096, 8192, 65536).
 	Lines []int
@@ -38,12 +40,17 @@ type CacheParams struct {
 	CeilingTime  time.Duration
 	// NoAblations skips C4.
 	NoAblations bool
+	// Ahead is how many lines each warp of the range and random orders
+	// fills at once (bam::array::prefetch): 0 takes the device library's
+	// bam::fill_ahead, the engine's passes' own, and 1 fills none ahead of
+	// the reads.
+	Ahead int
 }
 
 func (p *CacheParams) fill() error {
 	p.Config.fill()
 	if p.CacheBytes == 0 {
-		p.CacheBytes = 256 << 20
+		p.CacheBytes = 1 << 30
 	}
 	if p.CacheBytes&(p.CacheBytes-1) != 0 || p.CacheBytes < 1<<20 {
 		return fmt.Errorf("gpubench: cache of %d bytes: want a power of two of at least 1 MiB", p.CacheBytes)
@@ -81,6 +88,7 @@ type arig struct {
 	n      uint64 // elements
 	sum    uint64 // sum of all elements
 	out    *cuda.DeviceMem
+	next   *cuda.DeviceMem // the work counter of balanced passes (bam::for_range's next)
 	line   int
 	nsSeed uint64
 }
@@ -105,11 +113,17 @@ func newARig(cfg gpuengine.Config, ns *nvme.MemoryNamespace, n, sum, seed uint64
 		r.close()
 		return nil, err
 	}
+	if a.next, err = r.alloc(8); err != nil {
+		a.out.Free()
+		r.close()
+		return nil, err
+	}
 	return a, nil
 }
 
 func (a *arig) close() error {
 	a.out.Free()
+	a.next.Free()
 	a.arr.Unbind()
 	return a.rig.close()
 }
@@ -138,15 +152,29 @@ func (a *arig) sumRun(ctx context.Context, name string, cfg cuda.LaunchConfig, w
 	return d, nil
 }
 
+// gatherSchedule is how the warps of coldGather's range and random orders
+// share the lines out.
+type gatherSchedule struct {
+	// Ahead is CacheParams.Ahead.
+	Ahead int
+	// Fixed gives each warp a fixed share, grid-stride, instead of having
+	// warps take lines from a counter as they finish.
+	Fixed bool
+}
+
 // coldGather reads the whole array from a cold cache, sequentially: one
 // element per thread, grid-stride (order "seq"), or a line per warp with
 // bam::for_range ("range"); or one warp per line in a random line order
-// ("random"),
-// and returns the median bytes of lines filled per second, the samples and
-// the fills per line of the array.
-func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce bool) (float64, []float64, float64, error) {
+// ("random"), the last two scheduled by sch, and returns the median bytes
+// of lines filled per second, the samples and the fills per line of the
+// array.
+func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce bool, sch gatherSchedule) (float64, []float64, float64, error) {
 	per := uint64(a.line / 8)
 	lines := a.n / per
+	next := cuda.Ptr(a.next.Ptr())
+	if sch.Fixed {
+		next = cuda.Ptr(0)
+	}
 	var name string
 	var args []cuda.Arg
 	switch order {
@@ -155,10 +183,10 @@ func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce
 		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(b2u(coalesce))}
 	case "range":
 		name = kSumRange
-		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n)}
+		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(uint64(sch.Ahead)), next}
 	case "random":
 		name = kSumLinesPerm
-		args = []cuda.Arg{a.arr.Arg(), cuda.U64(uint64(bits.TrailingZeros64(lines))), cuda.U64(per), cuda.U64(0)}
+		args = []cuda.Arg{a.arr.Arg(), cuda.U64(uint64(bits.TrailingZeros64(lines))), cuda.U64(per), cuda.U64(0), cuda.U64(uint64(sch.Ahead)), next}
 	default:
 		return 0, nil, 0, fmt.Errorf("gpubench: unknown order %q", order)
 	}
@@ -176,6 +204,9 @@ func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce
 		if order == "random" {
 			seed++
 			args[3] = cuda.U64(seed)
+		}
+		if err := a.next.Memset8(0); err != nil {
+			return 0, err
 		}
 		before, err := a.e.Stats()
 		if err != nil {
@@ -334,7 +365,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 					a.close()
 					return nil, err
 				}
-				v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true)
+				v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true, gatherSchedule{Ahead: p.Ahead})
 				if err != nil && route == gpuengine.RouteCopyEngine {
 					failed[fmt.Sprintf("cold_%s_read_%s_lines_copy_engine", order, kib(line))] = err.Error()
 					p.logf("C1 cold %s %s lines, %s route: failed: %v", order, kib(line), route, err)
@@ -437,6 +468,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["namespace"] = "memory"
 	c1.Params["line_sizes"] = p.Lines
 	c1.Params["runs"] = p.Runs
+	c1.Params["ahead"] = p.Ahead // 0: bam::fill_ahead
 	c1.Params["statistic"] = "median"
 	c1.Params["h2d_ceiling_GBps"] = h2d / 1e9
 	c1.Params["zero_copy_ceiling_GBps"] = zc / 1e9
@@ -450,7 +482,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	if len(failed) > 0 {
 		c1.Params["failed"] = failed
 	}
-	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); range: the same elements in order, warps taking them a line at a time (bam::for_range, as the engine's ReadRange, Sum and Gather do); random: one warp per line, lines in a pseudo-random permutation, every element read; range and random keep at most half of the cache's lines in flight"
+	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); range: the same elements in order, warps taking them a line at a time from a counter as they finish (bam::for_range with a work counter, as the engine's ReadRange, Sum and Gather do); random: one warp per line, the positions of a pseudo-random permutation of the lines taken the same way, every element read; range and random keep at most half of the cache's lines in flight, and each warp fills its next lines ahead of its reads (ahead, bam::array::prefetch) as far as that allows"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
 	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()
@@ -487,16 +519,29 @@ func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum
 	res.Params["fill_route"] = "auto (bounce): staging slots copied into the line by the requesting warp group, by a fill copier warp for groups of fewer than 16 lanes"
 
 	// 1. Coalescing, cold sequential read of the whole array.
-	on, _, _, err := a.coldGather(ctx, &p.Config, "seq", true)
+	on, _, _, err := a.coldGather(ctx, &p.Config, "seq", true, gatherSchedule{})
 	if err != nil {
 		return nil, err
 	}
-	off, _, _, err := a.coldGather(ctx, &p.Config, "seq", false)
+	off, _, _, err := a.coldGather(ctx, &p.Config, "seq", false, gatherSchedule{})
 	if err != nil {
 		return nil, err
 	}
 	res.Add("coalescing_cold_seq_read_GBps", on/1e9, "GB/s", "same without warp coalescing", off/1e9, false, "")
 	p.logf("C4 cold seq read: coalesced %.2f GB/s, per lane %.2f GB/s", on/1e9, off/1e9)
+
+	// 1b. The range pass's schedule: chunks taken by warps as they finish
+	// against fixed shares, and lines filled ahead of the reads against
+	// none.
+	var sched [3]float64
+	for i, sch := range []gatherSchedule{{Ahead: p.Ahead}, {Ahead: p.Ahead, Fixed: true}, {Ahead: 1}} {
+		if sched[i], _, _, err = a.coldGather(ctx, &p.Config, "range", true, sch); err != nil {
+			return nil, err
+		}
+	}
+	res.Add("balanced_cold_range_read_GBps", sched[0]/1e9, "GB/s", "same with each warp's share fixed in advance (grid-stride)", sched[1]/1e9, false, "")
+	res.Add("fill_ahead_cold_range_read_GBps", sched[0]/1e9, "GB/s", "same with no line filled ahead of its reads", sched[2]/1e9, false, "")
+	p.logf("C4 cold range read: chunks taken %.2f GB/s, fixed shares %.2f GB/s, none filled ahead %.2f GB/s", sched[0]/1e9, sched[1]/1e9, sched[2]/1e9)
 
 	// 2. Coalescing, all-hit: half the cache's worth of elements, warmed.
 	hot := p.CacheBytes / 2 / 8

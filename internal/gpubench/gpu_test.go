@@ -133,6 +133,15 @@ func TestBenchGPUCacheTiny(t *testing.T) {
 			t.Errorf("C1 lacks figure %s", name)
 		}
 	}
+	c4 := map[string]bool{}
+	for _, f := range res[1].Figures {
+		c4[f.Name] = true
+	}
+	for _, name := range []string{"balanced_cold_range_read_GBps", "fill_ahead_cold_range_read_GBps"} {
+		if !c4[name] {
+			t.Errorf("C4 lacks figure %s", name)
+		}
+	}
 }
 
 func TestBenchGPUArrayTiny(t *testing.T) {
