@@ -456,8 +456,8 @@ class array {
 
 // fill_ahead is the ahead of the engine's passes over an array's own
 // elements (kernels/array.cu: read and write ranges, sums): with 4 KiB
-// lines each warp filling two lines at once moved 2-3 % more than one
-// (bench/results/logs/c1-balanced-*.txt).
+// lines each warp filling two lines at once moved 1.5-2.8 % more than one
+// at a time, and more than two no more (bench/results/logs/c1-balanced-*.txt).
 constexpr u32 fill_ahead = 2;
 
 // for_chunks is for_range's schedule without its inner loop: f(lo, hi,
@@ -553,8 +553,9 @@ __device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, 
 // by this one call, from which warps take chunks as they finish them, so
 // that all finish together. A cold pass of fixed shares ends with the
 // warps whose fills happened to be slowest: on an H200, 4 KiB lines, a
-// 1 GiB pass moved 47.1-47.8 GB/s with fixed shares and 49.3 taking
-// chunks (bench/results/logs/c1-balanced-*.txt).
+// 1 GiB pass moved 47.2-47.3 GB/s with fixed shares, 48.3-48.5 taking
+// chunks and 49.2-49.5 taking chunks and filling two lines ahead
+// (bench/results/logs/c1-balanced-*.txt, part 3).
 //
 // ahead > 1, for passes over a's own indices, has each warp fill the
 // lines of its next ahead chunks at once (array<T>::prefetch) before f
