@@ -455,10 +455,12 @@ class array {
 };
 
 // fill_ahead is the ahead of the engine's passes over an array's own
-// elements (kernels/array.cu: read and write ranges, sums): with 4 KiB
-// lines each warp filling two lines at once moved 1.5-2.8 % more than one
-// at a time, and more than two no more (bench/results/logs/c1-balanced-*.txt).
-constexpr u32 fill_ahead = 2;
+// elements (kernels/array.cu: read and write ranges, sums). On an H200
+// with 4 KiB lines, each warp filling two lines at once moved 1.5-2.8 %
+// more than one at a time, three up to another 1 % through a 1 GiB cache
+// (50.0-50.05 GB/s, with the least spread), four or six less
+// (bench/results/logs/c1-balanced-*.txt, parts 3-6).
+constexpr u32 fill_ahead = 3;
 
 // for_chunks is for_range's schedule without its inner loop: f(lo, hi,
 // lane, step) gets each chunk [lo, hi) (within one line), called by the
@@ -553,9 +555,9 @@ __device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, 
 // by this one call, from which warps take chunks as they finish them, so
 // that all finish together. A cold pass of fixed shares ends with the
 // warps whose fills happened to be slowest: on an H200, 4 KiB lines, a
-// 1 GiB pass moved 47.2-47.3 GB/s with fixed shares, 48.3-48.5 taking
-// chunks and 49.2-49.5 taking chunks and filling two lines ahead
-// (bench/results/logs/c1-balanced-*.txt, part 3).
+// 1 GiB pass through a 256 MiB cache moved 47.2-47.3 GB/s with fixed
+// shares, 48.3-48.5 taking chunks and 49.2-49.5 taking chunks and filling
+// two lines ahead (bench/results/logs/c1-balanced-*.txt, part 3).
 //
 // ahead > 1, for passes over a's own indices, has each warp fill the
 // lines of its next ahead chunks at once (array<T>::prefetch) before f
