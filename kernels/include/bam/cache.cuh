@@ -279,6 +279,19 @@ __device__ __forceinline__ void clear_clock(u64 *p) { atomicAnd(reinterpret_cast
 // clear_tag empties the tag field of the word at p and keeps its generation.
 __device__ __forceinline__ void clear_tag(u64 *p) { atomicOr(reinterpret_cast<unsigned long long *>(p), tag_mask); }
 
+// take_way sets BUSY on way g for a claim and reports whether the way was
+// neither BUSY nor referenced before (its state then in *old); a way found
+// referenced gets its BUSY bit back off.
+__device__ __forceinline__ bool take_way(const array_desc &d, u64 g, u32 *old) {
+	const u32 o = atomicOr(state_at(d, g), state_busy);
+	if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
+		*old = o;
+		return true;
+	}
+	if ((o & state_busy) == 0) atomicAnd(state_at(d, g), ~state_busy);
+	return false;
+}
+
 // Outcomes of claim.
 enum claim_outcome : u32 {
 	claim_done,    // *way is BUSY for the line, with n references
@@ -330,15 +343,7 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 	for (u64 k = 0; k < K && victim == ~0ull; k++) {  // a free way first
 		const u64 gk = base + k;
 		const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
-		if ((s & (state_valid | state_busy)) == 0 && (s & ref_mask) == 0) {
-			const u32 o = atomicOr(state_at(d, gk), state_busy);
-			if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
-				victim = gk;
-				old = o;
-			} else if ((o & state_busy) == 0) {
-				atomicAnd(state_at(d, gk), ~state_busy);
-			}
-		}
+		if ((s & (state_valid | state_busy)) == 0 && (s & ref_mask) == 0 && take_way(d, gk, &old)) victim = gk;
 	}
 	u32 *hand = set_hand(d, set);
 	u32 hv = detail::ld_relaxed_gpu(hand);
@@ -352,13 +357,7 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 			clear_clock(tag_at(d, gk));
 			continue;
 		}
-		const u32 o = atomicOr(state_at(d, gk), state_busy);
-		if ((o & state_busy) == 0 && (o & ref_mask) == 0) {
-			victim = gk;
-			old = o;
-		} else if ((o & state_busy) == 0) {
-			atomicAnd(state_at(d, gk), ~state_busy);
-		}
+		if (take_way(d, gk, &old)) victim = gk;
 	}
 	detail::st_relaxed_gpu(hand, hv);
 	if (victim == ~0ull) {
