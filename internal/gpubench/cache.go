@@ -165,7 +165,9 @@ type gatherSchedule struct {
 // coldGather reads the whole array from a cold cache, sequentially: one
 // element per thread, grid-stride (order "seq"), or a line per warp with
 // bam::for_range ("range"); or one warp per line in a random line order
-// ("random"), the last two scheduled by sch, and returns the median bytes
+// ("random"), the last two scheduled by sch; or "seq" with each warp
+// filling its next sch.Ahead grid steps' lines ahead ("seq_ahead"); and
+// returns the median bytes
 // of lines filled per second, the samples and the fills per line of the
 // array.
 func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce bool, sch gatherSchedule) (float64, []float64, float64, error) {
@@ -181,6 +183,9 @@ func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce
 	case "seq":
 		name = kSumSeq
 		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(b2u(coalesce))}
+	case "seq_ahead":
+		name = kSumSeqAhead
+		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(uint64(sch.Ahead))}
 	case "range":
 		name = kSumRange
 		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(uint64(sch.Ahead)), next}
@@ -542,6 +547,16 @@ func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum
 	res.Add("balanced_cold_range_read_GBps", sched[0]/1e9, "GB/s", "same with each warp's share fixed in advance (grid-stride)", sched[1]/1e9, false, "")
 	res.Add("fill_ahead_cold_range_read_GBps", sched[0]/1e9, "GB/s", "same with no line filled ahead of its reads", sched[2]/1e9, false, "")
 	p.logf("C4 cold range read: chunks taken %.2f GB/s, fixed shares %.2f GB/s, none filled ahead %.2f GB/s", sched[0]/1e9, sched[1]/1e9, sched[2]/1e9)
+
+	// 1c. An opt-in read-ahead for the one-element-per-thread pass: each
+	// warp fills the lines of its next grid steps (bam::array::prefetch).
+	const seqAhead = 16
+	ra, _, _, err := a.coldGather(ctx, &p.Config, "seq_ahead", true, gatherSchedule{Ahead: seqAhead})
+	if err != nil {
+		return nil, err
+	}
+	res.Add("read_ahead_cold_seq_read_GBps", ra/1e9, "GB/s", fmt.Sprintf("same pass (one element per thread, grid-stride) without its warps filling their next %d grid steps' lines", seqAhead), on/1e9, false, "")
+	p.logf("C4 cold seq read: %d grid steps read ahead %.2f GB/s, none %.2f GB/s", seqAhead, ra/1e9, on/1e9)
 
 	// 2. Coalescing, all-hit: half the cache's worth of elements, warmed.
 	hot := p.CacheBytes / 2 / 8

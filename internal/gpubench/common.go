@@ -33,6 +33,7 @@ const (
 	kQueueReadLine = "bam_bench_queue_read_line"
 	kRoundTrip     = "bam_bench_roundtrip"
 	kSumSeq        = "bam_bench_sum_seq"
+	kSumSeqAhead   = "bam_bench_sum_seq_ahead"
 	kSumLinesPerm  = "bam_bench_sum_lines_perm"
 	kSumRange      = "bam_bench_sum_range"
 	kLookupArray   = "bam_bench_lookup_array"

@@ -137,7 +137,7 @@ func TestBenchGPUCacheTiny(t *testing.T) {
 	for _, f := range res[1].Figures {
 		c4[f.Name] = true
 	}
-	for _, name := range []string{"balanced_cold_range_read_GBps", "fill_ahead_cold_range_read_GBps"} {
+	for _, name := range []string{"balanced_cold_range_read_GBps", "fill_ahead_cold_range_read_GBps", "read_ahead_cold_seq_read_GBps"} {
 		if !c4[name] {
 			t.Errorf("C4 lacks figure %s", name)
 		}
