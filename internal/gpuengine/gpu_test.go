@@ -407,6 +407,62 @@ func TestGPUFaults(t *testing.T) {
 	checkGenerations(t, r.e)
 }
 
+// TestGPUFaultsFillAhead runs faults through a ReadRange whose warps fill
+// lines ahead of their reads (bam::array::prefetch): 16 Mi elements through
+// 512 MiB of 4 KiB lines, so that the launch's 16896 warps take whole lines
+// and half the cache holds three lines for each (kernels/array.cu reads
+// bam::fill_ahead = 3 ahead). A failed status and a dropped command among
+// the fills reach Go as errors, and the next read returns every element.
+func TestGPUFaultsFillAhead(t *testing.T) {
+	const seed = 7
+	r := newRig(t, Config{CacheBytes: 512 << 20, Timeout: 500 * time.Millisecond}, 1, 16<<20, seed)
+	ctx := ctxT(t)
+	buf := make([]byte, r.n*8)
+	check := func(what string) {
+		t.Helper()
+		if err := r.e.Invalidate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.arr.ReadRange(ctx, 0, buf); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i := uint64(0); i < r.n; i++ {
+			if got := binary.LittleEndian.Uint64(buf[i*8:]); got != kernels.Pattern64(seed, i) {
+				t.Fatalf("%s: element %d = %#x, want %#x", what, i, got, kernels.Pattern64(seed, i))
+			}
+		}
+	}
+	check("cold read")
+	for _, c := range []struct {
+		name  string
+		fault nvme.Fault
+		want  error
+	}{
+		{"failed status", nvme.Fault{Kind: nvme.FaultFail, Status: nvme.StatusUnrecoveredRead}, nvme.ErrUnrecoveredRead},
+		{"dropped command", nvme.Fault{Kind: nvme.FaultDrop}, vq.ErrTimeout},
+	} {
+		var fired atomic.Int64
+		r.e.SetFaultHook(func(q uint16, cmd *nvme.Command) nvme.Fault {
+			if cmd.Opcode == nvme.OpRead && fired.Add(1) == 1000 {
+				return c.fault
+			}
+			return nvme.Fault{}
+		})
+		if err := r.e.Invalidate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err := r.arr.ReadRange(ctx, 0, buf)
+		if !errors.Is(err, c.want) {
+			t.Fatalf("%s: got %v, want %v", c.name, err, c.want)
+		}
+		t.Logf("%s: %v after %v", c.name, err, time.Since(start))
+		r.e.SetFaultHook(nil)
+		check("after " + c.name)
+	}
+	checkGenerations(t, r.e)
+}
+
 // A launch whose context ends stops at once: the kernel's waits read the
 // abort word with their deadlines, so a stalled namespace holds the call
 // for neither the timeout nor the stall. A stopped write-back leaves its

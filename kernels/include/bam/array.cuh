@@ -556,7 +556,8 @@ __device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, 
 //
 // Chunks are handed out grid-stride, each warp's fixed in advance, unless
 // next is given: a u64 in device memory, zero before the launch and used
-// by this one call, from which warps take chunks as they finish them, so
+// by this one call (from Go, an 8-byte gpu.Buffer written with zeros
+// before each launch), from which warps take chunks as they finish them, so
 // that all finish together. A cold pass of fixed shares ends with the
 // warps whose fills happened to be slowest: on an H200, 4 KiB lines, a
 // 1 GiB pass through a 256 MiB cache moved 47.2-47.3 GB/s with fixed
