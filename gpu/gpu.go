@@ -15,6 +15,18 @@
 //	...
 //	err = m.Launch(ctx, "scale", gpu.Grid(n, 256), arr, n, float32(2))
 //
+// A grid-stride loop like scale's keeps few lines in flight when the cache
+// is cold: the threads of one grid step share its lines. A pass over
+// consecutive elements reads fastest through bam::for_range, which gives
+// each warp whole lines; pass it an 8-byte Buffer written with zeros before
+// each launch and its warps take lines as they finish, and an ahead of 3
+// has each warp fill three lines at once before reading them:
+//
+//	extern "C" __global__ void BAM_ARRAY_BOUNDS scale(bam::array<float> a, unsigned long long n, float k,
+//	                                                  unsigned long long *next) {
+//		bam::for_range(a, 0, n, [&](bam::u64 i) { a.write(i, a[i] * k); }, next, bam::fill_ahead);
+//	}
+//
 // Compile needs NVRTC (libnvrtc, shipped with the CUDA toolkit); LoadPTX
 // takes PTX built elsewhere against the same headers (kernels.Headers).
 // Launch arguments are arrays (anything with an Object() *bam.Object
