@@ -165,23 +165,10 @@ func (a *Array) launchConfig(n uint64) cuda.LaunchConfig {
 }
 
 // launchPass launches one of the array's pass kernels (kernels/array.cu)
-// over n positions: the array, args, and last a work counter in device
-// memory, zeroed for this launch, from which the kernel's warps take their
-// chunks (bam::for_range's next).
+// over n positions: the array, args, and last the engine's work counter
+// (Engine.launchPass).
 func (a *Array) launchPass(ctx context.Context, fn *cuda.Function, n uint64, args ...cuda.Arg) error {
-	next, err := a.e.ctx.Alloc(8)
-	if err != nil {
-		return err
-	}
-	defer next.Free()
-	if err := next.Memset8(0); err != nil {
-		return err
-	}
-	all := make([]cuda.Arg, 0, len(args)+2)
-	all = append(all, a.Arg())
-	all = append(all, args...)
-	all = append(all, cuda.Ptr(next.Ptr()))
-	return a.e.Launch(ctx, fn, a.launchConfig(n), all...)
+	return a.e.launchPass(ctx, fn, a.launchConfig(n), append([]cuda.Arg{a.Arg()}, args...)...)
 }
 
 // Gather reads elements idx[i] into out[i*ElemSize:].

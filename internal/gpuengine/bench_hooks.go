@@ -40,7 +40,7 @@ func (e *Engine) ResetQueues(ctx context.Context) error {
 // LaunchTimed is Launch with the kernel's device time measured by events
 // recorded on the engine's stream just before and after it.
 func (e *Engine) LaunchTimed(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) (time.Duration, error) {
-	return e.launch(ctx, true, fn, cfg, args...)
+	return e.launch(ctx, true, false, fn, cfg, args...)
 }
 
 // FillCopierRing is the fill copier's ring for benchmark kernels that post

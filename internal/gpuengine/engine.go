@@ -304,6 +304,8 @@ type Engine struct {
 	target     *nvme.Target
 	namespaces []nvme.Namespace
 
+	passNext *cuda.DeviceMem // the pass kernels' work counter (launchPass), under launchMu
+
 	launchMu sync.Mutex
 	mu       sync.Mutex
 	closed   bool
@@ -657,13 +659,22 @@ func (e *Engine) function(name string) (*cuda.Function, error) {
 // and returns an error wrapping ctx.Err(). After a timeout or an abort the
 // queue pairs and the copier ring are reset.
 func (e *Engine) Launch(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
-	_, err := e.launch(ctx, false, fn, cfg, args...)
+	_, err := e.launch(ctx, false, false, fn, cfg, args...)
+	return err
+}
+
+// launchPass is Launch for a pass kernel of kernels/array.cu, whose last
+// argument, appended here, is its work counter (bam::for_range's next): one
+// word of the engine's, zeroed on the stream before each launch. Launches
+// are serialized, so no two kernels share it.
+func (e *Engine) launchPass(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
+	_, err := e.launch(ctx, false, true, fn, cfg, args...)
 	return err
 }
 
 // launch is Launch, with the kernel's device time measured by events around
-// it when timed.
-func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) (time.Duration, error) {
+// it when timed, and the work counter appended to args when pass.
+func (e *Engine) launch(ctx context.Context, timed, pass bool, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) (time.Duration, error) {
 	e.launchMu.Lock()
 	defer e.launchMu.Unlock()
 	e.mu.Lock()
@@ -693,6 +704,19 @@ func (e *Engine) launch(ctx context.Context, timed bool, fn *cuda.Function, cfg 
 		if err := e.stream.MemsetD8(e.errRec.Ptr(), 0, ErrorRecordBytes); err != nil {
 			return 0, err
 		}
+	}
+	if pass {
+		if e.passNext == nil {
+			m, err := e.ctx.Alloc(8)
+			if err != nil {
+				return 0, err
+			}
+			e.passNext = m
+		}
+		if err := e.stream.MemsetD8(e.passNext.Ptr(), 0, 8); err != nil {
+			return 0, err
+		}
+		args = append(args[:len(args):len(args)], cuda.Ptr(e.passNext.Ptr()))
 	}
 	// Whatever happens now, the record is read back before it is trusted
 	// again.
@@ -1078,6 +1102,9 @@ func (e *Engine) Close() error {
 	}
 	if e.errRec != nil {
 		errs = append(errs, e.errRec.Free())
+	}
+	if e.passNext != nil {
+		errs = append(errs, e.passNext.Free())
 	}
 	if e.launchBack != nil {
 		errs = append(errs, e.launchBack.Free())
