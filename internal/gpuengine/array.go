@@ -160,15 +160,15 @@ func (a *Array) free() {
 
 func (a *Array) suffix() string { return fmt.Sprintf("e%d", a.spec.ElemSize) }
 
-func (a *Array) launchConfig(n uint64) cuda.LaunchConfig {
-	return cuda.Linear(n, 256, 132*16)
-}
-
 // launchPass launches one of the array's pass kernels (kernels/array.cu)
 // over n positions: the array, args, and last the engine's work counter
 // (Engine.launchPass).
 func (a *Array) launchPass(ctx context.Context, fn *cuda.Function, n uint64, args ...cuda.Arg) error {
-	return a.e.launchPass(ctx, fn, a.launchConfig(n), append([]cuda.Arg{a.Arg()}, args...)...)
+	cfg, err := a.e.passGrid(fn, n)
+	if err != nil {
+		return err
+	}
+	return a.e.launchPass(ctx, fn, cfg, append([]cuda.Arg{a.Arg()}, args...)...)
 }
 
 // Gather reads elements idx[i] into out[i*ElemSize:].

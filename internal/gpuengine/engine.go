@@ -310,6 +310,8 @@ type Engine struct {
 	mu       sync.Mutex
 	closed   bool
 	fns      map[string]*cuda.Function
+	resident map[*cuda.Function]uint32 // blocks of passBlock threads the device keeps resident (passGrid)
+	sms      int                       // multiprocessors (passGrid)
 	arrays   map[*Array]struct{}
 }
 
@@ -386,6 +388,7 @@ func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
 		ctx:        cctx,
 		namespaces: namespaces,
 		fns:        map[string]*cuda.Function{},
+		resident:   map[*cuda.Function]uint32{},
 		arrays:     map[*Array]struct{}{},
 	}
 	for _, cc := range cfg.caches() {
@@ -407,6 +410,11 @@ func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
 }
 
 func (e *Engine) init() error {
+	sms, err := e.ctx.Device().Attribute(cuda.AttrMultiprocessorCount)
+	if err != nil {
+		return fmt.Errorf("gpuengine: %w", err)
+	}
+	e.sms = max(sms, 1)
 	ptx, err := kernels.PTX(kernels.FamilyArray)
 	if err != nil {
 		return err
@@ -661,6 +669,34 @@ func (e *Engine) function(name string) (*cuda.Function, error) {
 func (e *Engine) Launch(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchConfig, args ...cuda.Arg) error {
 	_, err := e.launch(ctx, false, false, fn, cfg, args...)
 	return err
+}
+
+// passBlock is the block size of the pass kernels (BAM_ARRAY_BOUNDS).
+const passBlock = 256
+
+// passGrid is the launch of pass kernel fn over n positions: a thread a
+// position, but no more blocks than the device keeps resident at once. A
+// pass's warps take their work from its counter as they finish
+// (bam::for_range), so blocks beyond those resident would only start to
+// find the counter spent; and for_range sizes how many lines each warp
+// fills ahead by the grid's warps, so those blocks would cut it for
+// nothing (four times the resident blocks gave 4 KiB lines no read-ahead
+// through caches under 264 MiB).
+func (e *Engine) passGrid(fn *cuda.Function, n uint64) (cuda.LaunchConfig, error) {
+	e.mu.Lock()
+	per, ok := e.resident[fn]
+	e.mu.Unlock()
+	if !ok {
+		p, err := fn.MaxActiveBlocksPerSM(passBlock, 0)
+		if err != nil {
+			return cuda.LaunchConfig{}, fmt.Errorf("gpuengine: %w", err)
+		}
+		per = uint32(max(p, 1))
+		e.mu.Lock()
+		e.resident[fn] = per
+		e.mu.Unlock()
+	}
+	return cuda.Linear(n, passBlock, per*uint32(e.sms)), nil
 }
 
 // launchPass is Launch for a pass kernel of kernels/array.cu, whose last
