@@ -50,6 +50,18 @@ extern "C" __global__ void BAM_ARRAY_BOUNDS sum_range_taken(bam::array<float> a,
 	bam::for_range(a, lo, n, [&](bam::u64 i) { s += a[i]; }, next, (unsigned)ahead);
 	atomicAdd(out, s);
 }
+extern "C" __global__ void BAM_ARRAY_BOUNDS sum_stride_ahead(bam::array<float> a, unsigned long long n, double *out,
+                                                             unsigned long long steps) {
+	const unsigned long long grid = (unsigned long long)gridDim.x * blockDim.x;
+	const unsigned lane = threadIdx.x & 31u;
+	double s = 0;
+	unsigned long long k = 0;
+	for (unsigned long long base = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x - lane; base < n; base += grid, k++) {
+		a.prefetch_steps(k, base, grid, (unsigned)steps);
+		if (base + lane < n) s += a[base + lane];
+	}
+	atomicAdd(out, s);
+}
 extern "C" __global__ void past_end(bam::array<float> a) {
 	float v = a[a.size() + threadIdx.x];
 	(void)v;
@@ -606,6 +618,35 @@ func TestGPUForRange(t *testing.T) {
 		}
 		if got := math.Float64frombits(binary.LittleEndian.Uint64(b)); math.Abs(got-wantSum) > 1e-6*math.Abs(wantSum) {
 			t.Fatalf("%s(%d, %d) = %v, want %v", sum, c.lo, c.n, got, wantSum)
+		}
+	}
+	// A grid-stride pass reading ahead (prefetch_steps) over the dirty
+	// lines the passes above left: its fills evict them.
+	var wantSum float64
+	for _, v := range want {
+		wantSum += float64(v)
+	}
+	for _, c := range []struct {
+		grid  gpu.Dims
+		steps uint64
+	}{
+		{gpu.Dims{Grid: 132 * 4, Block: 256}, 16}, // every warp's next 16 steps: more lines than the cache's 256
+		{gpu.Dims{Grid: 4, Block: 96}, 5},         // 12 warps, lines shared by several warps' steps
+		{gpu.Dims{Grid: 3, Block: 64}, 40},        // more steps than lanes: 32
+		{gpu.Dims{Grid: 2, Block: 256}, 0},        // none ahead
+	} {
+		b := make([]byte, 8)
+		if err := out.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Launch(ctx, "sum_stride_ahead", c.grid, a, uint64(n), out, c.steps); err != nil {
+			t.Fatalf("sum_stride_ahead(%v, %d): %v", c.grid, c.steps, err)
+		}
+		if err := out.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		if got := math.Float64frombits(binary.LittleEndian.Uint64(b)); math.Abs(got-wantSum) > 1e-6*math.Abs(wantSum) {
+			t.Fatalf("sum_stride_ahead(%v, %d) = %v, want %v", c.grid, c.steps, got, wantSum)
 		}
 	}
 	got := make([]float32, n)

@@ -666,20 +666,19 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq(bam::array<u64> a, u64 n, u64
 }
 
 // bam_bench_sum_seq_ahead is bam_bench_sum_seq's coalesced pass with an
-// opt-in read-ahead: every ahead grid steps each warp fills the lines its
-// next ahead steps will read (bam::array::prefetch; of the warps that share
-// a line, the first to ask fills it and the others find it claimed), so
-// that more lines are in flight than one grid step touches. Launch whole
-// warps.
+// opt-in read-ahead: each warp prefetches the lines of its next ahead grid
+// steps every ahead steps, at a phase of its own
+// (bam::array::prefetch_steps), so that more lines are in flight than one
+// grid step touches. Launch whole warps.
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq_ahead(bam::array<u64> a, u64 n, u64 ahead, u64 *out) {
 	const u64 grid = bam::grid_threads();
 	const u32 lane = threadIdx.x & 31u;
 	u64 s = 0;
 	// The loop runs while any lane of the warp has elements, so its lanes
-	// call prefetch together.
+	// call prefetch_steps together.
 	u64 k = 0;
 	for (u64 base = bam::global_thread_id() - lane; base < n; base += grid, k++) {
-		if (ahead > 0 && k % ahead == 0) a.prefetch(lane < ahead ? base + (lane + 1) * grid : ~0ull);
+		a.prefetch_steps(k, base, grid, static_cast<u32>(ahead));
 		if (base + lane < n) s += a.read(base + lane);
 	}
 	add_sum(out, s);

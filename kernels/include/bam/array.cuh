@@ -373,14 +373,33 @@ class array {
 	// queue's entries are skipped, and their reads fill them as usual.
 	// Lines it fills stay unreferenced, so reads should follow soon
 	// (for_range keeps the lines in flight within half the cache). A pass
-	// of one element per thread, grid-stride, can read ahead with it: each
-	// warp asking for the lines of its next 16 grid steps every 16 steps
-	// took a cold 4 KiB-line pass on an H200 from 17 to 42 GB/s
-	// (kernels/bench.cu bam_bench_sum_seq_ahead).
+	// of one element per thread, grid-stride, reads ahead with
+	// prefetch_steps.
 	__device__ __forceinline__ void prefetch(u64 i) const {
 		const bool want = i < hot.count;
 		const u64 line = want ? i >> (hot.line_shift - detail::elem_shift<T>()) : 0;
 		fill_lines(desc, line, want, i);
+	}
+
+	// prefetch_steps is the read-ahead of a grid-stride loop whose warp
+	// reads the elements from base (lane 0's index) at its step k, base
+	// growing by stride a step: all 32 lanes call it at the top of every
+	// step, and once every `steps` steps (1 to 32), at a phase set by the
+	// warp's index, the warp prefetches the lines of its next `steps`
+	// steps. The warps that share a line ask for it at different steps:
+	// the first to ask fills it, the others find it claimed. Staggered so,
+	// the fills are spread over the steps; when every warp asked at the
+	// same steps, the path sat idle while they all read. A cold pass of
+	// one element per thread over 4 KiB lines (H200, 16 steps) moved
+	// 45.6-45.9 GB/s so, 41.2-41.4 GB/s with every warp at the same
+	// steps, and 16.6-16.9 GB/s without read-ahead (kernels/bench.cu
+	// bam_bench_sum_seq_ahead). Only for loops over the array's own
+	// indices: an index list's next steps are not the lines it reads.
+	__device__ __forceinline__ void prefetch_steps(u64 k, u64 base, u64 stride, u32 steps) const {
+		steps = min(steps, 32u);
+		if (steps == 0 || (k + (global_thread_id() >> 5)) % steps != 0) return;
+		const u32 lane = threadIdx.x & 31u;
+		prefetch(lane < steps ? base + (lane + 1) * stride : ~0ull);
 	}
 
 	// read returns element i (T{} after a recorded failure).
