@@ -228,11 +228,19 @@ __device__ __noinline__ void fill_lines(const array_desc *desc, u64 line, bool w
 		}
 		cache::end_fill(d, way, 0, st, index, w, &h);
 	}
+	// Two lines at a time, each lane's loads of both in flight together:
+	// one PCIe round trip a pair instead of one a line.
 	const u64 bytes = 1ull << d.line_shift;
-	for (u32 m = __ballot_sync(all, h.staging != 0); m != 0; m &= m - 1) {
+	for (u32 m = __ballot_sync(all, h.staging != 0); m != 0;) {
 		const int j = __ffs(m) - 1;
+		m &= m - 1;
+		const int j1 = m != 0 ? __ffs(m) - 1 : j;
+		if (m != 0) m &= m - 1;
 		const u64 to = __shfl_sync(all, way, j), from = __shfl_sync(all, h.staging, j);
-		cache::copy_part(cache::line_data(d, to), reinterpret_cast<const unsigned char *>(from), bytes, lane, 32);
+		const u64 to1 = __shfl_sync(all, way, j1), from1 = __shfl_sync(all, h.staging, j1);
+		detail::copy_two_from_host(cache::line_data(d, to), reinterpret_cast<const unsigned char *>(from), bytes,
+		                           cache::line_data(d, to1), j1 != j ? reinterpret_cast<const unsigned char *>(from1) : nullptr, bytes,
+		                           lane, 32);
 	}
 	// The copies' stores before any claimer publishes its line.
 	__syncwarp();
@@ -390,14 +398,22 @@ class array {
 	// the first to ask fills it, the others find it claimed. Staggered so,
 	// the fills are spread over the steps; when every warp asked at the
 	// same steps, the path sat idle while they all read. A cold pass of
-	// one element per thread over 4 KiB lines (H200, 16 steps) moved
-	// 45.6-45.9 GB/s so, 41.2-41.4 GB/s with every warp at the same
-	// steps, and 16.6-16.9 GB/s without read-ahead (kernels/bench.cu
-	// bam_bench_sum_seq_ahead). Only for loops over the array's own
-	// indices: an index list's next steps are not the lines it reads.
+	// one element per thread over 4 KiB lines (H200) moved 46.1-46.6
+	// GB/s so with 16 or 24 steps, 41.2-41.4 GB/s with every warp at the
+	// same 16 steps, and 16.6-16.9 GB/s without read-ahead
+	// (kernels/bench.cu bam_bench_sum_seq_ahead). Only for loops over the
+	// array's own indices: an index list's next steps are not the lines
+	// it reads.
 	__device__ __forceinline__ void prefetch_steps(u64 k, u64 base, u64 stride, u32 steps) const {
 		steps = min(steps, 32u);
-		if (steps == 0 || (k + (global_thread_id() >> 5)) % steps != 0) return;
+		if (steps == 0) return;
+		// The warps whose 32 elements share a line at each step are
+		// consecutive: their phases are spread evenly over the steps, so
+		// that each asks for as many new lines as the others.
+		const u32 shift = static_cast<u32>(hot.line_shift) - detail::elem_shift<T>();
+		const u64 sharing = shift > 5 ? 1ull << (shift - 5) : 1ull;
+		const u64 phase = ((global_thread_id() >> 5) % sharing) * steps / sharing;
+		if ((k + phase) % steps != 0) return;
 		const u32 lane = threadIdx.x & 31u;
 		prefetch(lane < steps ? base + (lane + 1) * stride : ~0ull);
 	}
