@@ -27,6 +27,19 @@
 //		bam::for_range(a, 0, n, [&](bam::u64 i) { a.write(i, a[i] * k); }, next, bam::fill_ahead);
 //	}
 //
+// A loop that keeps one element per thread can read ahead instead: every
+// lane calls prefetch_steps at the top of each step (its warp's first
+// element base, step k), and each warp fills the lines of its next 16 steps
+// once every 16 steps, the warps that share a line taking turns (blocks of
+// whole warps):
+//
+//	unsigned long long k = 0;
+//	for (unsigned long long base = blockIdx.x * blockDim.x + threadIdx.x - threadIdx.x % 32; base < n;
+//	     base += gridDim.x * blockDim.x, k++) {
+//		a.prefetch_steps(k, base, gridDim.x * blockDim.x, 16);
+//		if (base + threadIdx.x % 32 < n) s += a[base + threadIdx.x % 32];
+//	}
+//
 // Compile needs NVRTC (libnvrtc, shipped with the CUDA toolkit); LoadPTX
 // takes PTX built elsewhere against the same headers (kernels.Headers).
 // Launch arguments are arrays (anything with an Object() *bam.Object
