@@ -228,19 +228,11 @@ __device__ __noinline__ void fill_lines(const array_desc *desc, u64 line, bool w
 		}
 		cache::end_fill(d, way, 0, st, index, w, &h);
 	}
-	// Two lines at a time, each lane's loads of both in flight together:
-	// one PCIe round trip a pair instead of one a line.
 	const u64 bytes = 1ull << d.line_shift;
-	for (u32 m = __ballot_sync(all, h.staging != 0); m != 0;) {
+	for (u32 m = __ballot_sync(all, h.staging != 0); m != 0; m &= m - 1) {
 		const int j = __ffs(m) - 1;
-		m &= m - 1;
-		const int j1 = m != 0 ? __ffs(m) - 1 : j;
-		if (m != 0) m &= m - 1;
 		const u64 to = __shfl_sync(all, way, j), from = __shfl_sync(all, h.staging, j);
-		const u64 to1 = __shfl_sync(all, way, j1), from1 = __shfl_sync(all, h.staging, j1);
-		detail::copy_two_from_host(cache::line_data(d, to), reinterpret_cast<const unsigned char *>(from), bytes,
-		                           cache::line_data(d, to1), j1 != j ? reinterpret_cast<const unsigned char *>(from1) : nullptr, bytes,
-		                           lane, 32);
+		cache::copy_part(cache::line_data(d, to), reinterpret_cast<const unsigned char *>(from), bytes, lane, 32);
 	}
 	// The copies' stores before any claimer publishes its line.
 	__syncwarp();
@@ -398,7 +390,7 @@ class array {
 	// the first to ask fills it, the others find it claimed. Staggered so,
 	// the fills are spread over the steps; when every warp asked at the
 	// same steps, the path sat idle while they all read. A cold pass of
-	// one element per thread over 4 KiB lines (H200) moved 46.1-46.6
+	// one element per thread over 4 KiB lines (H200) moved 45.4-46.6
 	// GB/s so with 16 or 24 steps, 41.2-41.4 GB/s with every warp at the
 	// same 16 steps, and 16.6-16.9 GB/s without read-ahead
 	// (kernels/bench.cu bam_bench_sum_seq_ahead). Only for loops over the
