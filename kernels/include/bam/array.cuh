@@ -390,7 +390,7 @@ class array {
 	// the first to ask fills it, the others find it claimed. Staggered so,
 	// the fills are spread over the steps; when every warp asked at the
 	// same steps, the path sat idle while they all read. A cold pass of
-	// one element per thread over 4 KiB lines (H200) moved 45.4-46.6
+	// one element per thread over 4 KiB lines (H200) moved 44.6-46.6
 	// GB/s so with 16 or 24 steps, 41.2-41.4 GB/s with every warp at the
 	// same 16 steps, and 16.6-16.9 GB/s without read-ahead
 	// (kernels/bench.cu bam_bench_sum_seq_ahead). Only for loops over the
