@@ -72,11 +72,12 @@ func (s *Store) engine() (engine.Engine, error) {
 	}
 	if useGPU(s.opts) {
 		g, err := gpuengine.New(gpuengine.Config{
-			LineSize:   int(s.lineSize),
-			CacheBytes: uint64(s.opts.CacheBytes),
-			QueuePairs: s.opts.gpuQueuePairs, // zero: the GPU engine's defaults
-			QueueDepth: s.opts.gpuQueueDepth,
-			Logger:     s.log,
+			LineSize:            int(s.lineSize),
+			CacheBytes:          uint64(s.opts.CacheBytes),
+			QueuePairs:          s.opts.gpuQueuePairs, // zero: the GPU engine's defaults
+			QueueDepth:          s.opts.gpuQueueDepth,
+			Logger:              s.log,
+			ReadAheadQueuePairs: s.opts.ReadAheadQueuePairs,
 		}, s.dataNamespaces())
 		switch {
 		case err == nil:

@@ -80,6 +80,12 @@ type Options struct {
 	QueuePairs int
 	QueueDepth int
 
+	// ReadAheadQueuePairs, on the GPU engine, gives the cache that many
+	// more queue pairs for the Reads of bam::read_ahead, which then goes
+	// on while they are in flight instead of waiting for them. Default
+	// 0: none.
+	ReadAheadQueuePairs int
+
 	// Engine picks the CPU or GPU engine. Default EngineAuto.
 	Engine Engine
 

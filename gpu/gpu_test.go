@@ -659,3 +659,124 @@ func TestGPUForRange(t *testing.T) {
 		}
 	}
 }
+
+const readAheadSrc = `
+#include "bam/read_ahead.cuh"
+extern "C" __global__ void BAM_ARRAY_BOUNDS sum_read_ahead(bam::array<unsigned long long> a, unsigned long long n,
+                                                           unsigned long long *out, unsigned long long steps) {
+	const unsigned long long grid = (unsigned long long)gridDim.x * blockDim.x;
+	const unsigned lane = threadIdx.x & 31u;
+	unsigned long long s = 0;
+	bam::read_ahead<unsigned long long> ra(a, (unsigned)steps);
+	unsigned long long k = 0;
+	for (unsigned long long base = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x - lane; base < n; base += grid, k++) {
+		ra.step(k, base, grid);
+		if (base + lane < n) s += a[base + lane];
+	}
+	ra.finish();
+	atomicAdd(out, s);
+}
+extern "C" __global__ void BAM_ARRAY_BOUNDS add_stride(bam::array<unsigned long long> a, unsigned long long n, unsigned long long d) {
+	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+		a.write(i, a[i] + d);
+}
+`
+
+// TestGPUReadAhead runs grid-stride passes with bam::read_ahead through a
+// cache a quarter of the array, its queues shallow enough that the
+// read-ahead gets queue pairs of its own (a quarter of the cache's 1024
+// lines over queues of 16 entries): grids whose steps read many lines,
+// grids whose lines span several steps (a line is asked for only at the
+// step that reads its first element), steps past the lanes, and passes
+// over lines a writing pass left dirty, so that the read-ahead's claims
+// write victims back. Every pass's sum is checked; so is the array read
+// back at the end. A store without read-ahead queue pairs, or whose cache
+// is too small for one, reads ahead waiting (prefetch_steps' schedule),
+// checked too.
+func TestGPUReadAhead(t *testing.T) {
+	cudatest.Device(t)
+	if err := cuda.OpenNVRTC(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		name       string
+		cacheBytes int64
+		depth      int
+		raPairs    int
+	}{
+		{"own queues", 4 << 20, 16, 16},
+		{"waiting", 1 << 20, 256, 0},
+		{"waiting, cache too small for a queue", 1 << 20, 256, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := bam.Create(ctx, filepath.Join(t.TempDir(), "s"), bam.CreateOptions{
+				Options:       bam.Options{Engine: bam.EngineGPU, CacheBytes: c.cacheBytes, QueueDepth: c.depth, ReadAheadQueuePairs: c.raPairs},
+				Namespaces:    2,
+				NamespaceSize: 64 << 20,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			n := int(4 * c.cacheBytes / 8)
+			a, vals, m := arrayWithKernels(ctx, t, s, "x", n, func(i int) uint64 { return uint64(i)*0x9e3779b97f4a7c15 + 7 }, "ra.cu", readAheadSrc)
+			out, err := gpu.NewBuffer(s, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Free()
+			want := slices.Clone(vals)
+			for pass, p := range []struct {
+				grid  gpu.Dims
+				steps uint64
+				add   uint64 // a writing pass before: every element + add
+			}{
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 16, 0}, // 264 lines a step
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 16, 0},
+				{gpu.Dims{Grid: 40, Block: 256}, 8, 3},      // 20 lines a step, after a writing pass
+				{gpu.Dims{Grid: 3, Block: 64}, 40, 0},       // 6 warps: a line spans 2-3 steps; more steps than lanes
+				{gpu.Dims{Grid: 1, Block: 32}, 5, 0},        // one warp: a line spans 16 steps
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 1, 5}, // every step a turn
+				{gpu.Dims{Grid: 17, Block: 96}, 32, 0},      // a stride that is no multiple of a line
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 0, 0}, // none ahead
+			} {
+				if p.add != 0 {
+					if err := m.Launch(ctx, "add_stride", gpu.Dims{Grid: 132 * 4, Block: 256}, a, uint64(n), p.add); err != nil {
+						t.Fatalf("pass %d: add_stride: %v", pass, err)
+					}
+					for i := range want {
+						want[i] += p.add
+					}
+				}
+				var wantSum uint64
+				for _, v := range want {
+					wantSum += v
+				}
+				b := make([]byte, 8)
+				if err := out.Write(b); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Launch(ctx, "sum_read_ahead", p.grid, a, uint64(n), out, p.steps); err != nil {
+					t.Fatalf("pass %d: sum_read_ahead(%v, %d steps): %v", pass, p.grid, p.steps, err)
+				}
+				if err := out.Read(b); err != nil {
+					t.Fatal(err)
+				}
+				if got := binary.LittleEndian.Uint64(b); got != wantSum {
+					t.Fatalf("pass %d: sum_read_ahead(%v, %d steps) = %#x, want %#x", pass, p.grid, p.steps, got, wantSum)
+				}
+			}
+			got := make([]uint64, n)
+			if err := a.ReadRange(ctx, 0, got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("element %d = %#x, want %#x", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@
 // Every kernel leaves something the host checks: sums of the data read,
 // counts of completed and failed commands, mismatched words.
 #include "bam/array.cuh"
+#include "bam/read_ahead.cuh"
 
 using bam::u32;
 using bam::u64;
@@ -681,6 +682,24 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq_ahead(bam::array<u64> a, u64 
 		a.prefetch_steps(k, base, grid, static_cast<u32>(ahead));
 		if (base + lane < n) s += a.read(base + lane);
 	}
+	add_sum(out, s);
+}
+
+// bam_bench_sum_seq_read_ahead is bam_bench_sum_seq's coalesced pass with
+// bam::read_ahead: each warp issues the Reads of its lines steps grid
+// steps ahead and goes on, completing them at later steps. Launch whole
+// warps.
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq_read_ahead(bam::array<u64> a, u64 n, u64 steps, u64 *out) {
+	const u64 grid = bam::grid_threads();
+	const u32 lane = threadIdx.x & 31u;
+	u64 s = 0;
+	bam::read_ahead<u64> ra(a, static_cast<u32>(steps));
+	u64 k = 0;
+	for (u64 base = bam::global_thread_id() - lane; base < n; base += grid, k++) {
+		ra.step(k, base, grid);
+		if (base + lane < n) s += a.read(base + lane);
+	}
+	ra.finish();
 	add_sum(out, s);
 }
 

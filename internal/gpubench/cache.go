@@ -32,6 +32,11 @@ type CacheParams struct {
 	Queues, Depth int
 	// Workers is the Target's host threads (default min(GOMAXPROCS, Queues)).
 	Workers int
+	// ReadAheadQueues is the read-ahead queue pairs of the cache
+	// (gpuengine.Config.ReadAheadQueuePairs; default
+	// DefaultReadAheadQueues, negative none), used by the seq_read_ahead
+	// order.
+	ReadAheadQueues int
 	// Lookups is the number of lookups of each C4 lookup run (default 16Mi).
 	Lookups int
 	// CeilingBytes and CeilingTime size the ceiling measurements (default
@@ -65,6 +70,9 @@ func (p *CacheParams) fill() error {
 	}
 	if p.Queues == 0 {
 		p.Queues = gpuengine.DefaultQueuePairs
+	}
+	if p.ReadAheadQueues == 0 {
+		p.ReadAheadQueues = DefaultReadAheadQueues
 	}
 	if p.Workers == 0 {
 		p.Workers = min(runtime.GOMAXPROCS(0), p.Queues)
@@ -152,6 +160,14 @@ func (a *arig) sumRun(ctx context.Context, name string, cfg cuda.LaunchConfig, w
 	return d, nil
 }
 
+// DefaultReadAheadQueues is CacheParams.ReadAheadQueues' default: of 16,
+// 32, 64 and 128, 64 moved the seq_read_ahead order fastest (H200 host).
+const DefaultReadAheadQueues = 64
+
+// seqReadAheadSteps is how many grid steps the seq_read_ahead order's
+// warps ask for at a time (bam::read_ahead).
+const seqReadAheadSteps = 16
+
 // gatherSchedule is how the warps of coldGather's range and random orders
 // share the lines out.
 type gatherSchedule struct {
@@ -166,7 +182,8 @@ type gatherSchedule struct {
 // element per thread, grid-stride (order "seq"), or a line per warp with
 // bam::for_range ("range"); or one warp per line in a random line order
 // ("random"), the last two scheduled by sch; or "seq" with each warp
-// filling its next sch.Ahead grid steps' lines ahead ("seq_ahead"); and
+// filling its next sch.Ahead grid steps' lines ahead ("seq_ahead",
+// waiting for them) or issuing them and going on ("seq_read_ahead"); and
 // returns the median bytes
 // of lines filled per second, the samples and the fills per line of the
 // array.
@@ -185,6 +202,9 @@ func (a *arig) coldGather(ctx context.Context, c *Config, order string, coalesce
 		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(b2u(coalesce))}
 	case "seq_ahead":
 		name = kSumSeqAhead
+		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(uint64(sch.Ahead))}
+	case "seq_read_ahead":
+		name = kSumSeqRA
 		args = []cuda.Arg{a.arr.Arg(), cuda.U64(a.n), cuda.U64(uint64(sch.Ahead))}
 	case "range":
 		name = kSumRange
@@ -292,7 +312,7 @@ func (p *CacheParams) engineConfig(line int) gpuengine.Config {
 	return gpuengine.Config{
 		Device: p.Device, LineSize: line, CacheBytes: p.CacheBytes, Ways: 8, QueuePairs: p.Queues,
 		QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
-		StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
+		ReadAheadQueuePairs: p.ReadAheadQueues, StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
 	}
 }
 
@@ -348,13 +368,16 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 		}
 		hostCopy[line] = hc
 		ceil := ceilings{H2D: h2d, HostCopy: hostCopy}
-		for _, order := range []string{"seq", "range", "random"} {
+		for _, order := range []string{"seq", "seq_read_ahead", "range", "random"} {
 			type variant struct {
 				route  gpuengine.FillRoute
 				mirror bool
 			}
 			routes := []variant{{gpuengine.RouteAuto, false}, {gpuengine.RouteAuto, true}, {gpuengine.RouteCopyEngine, false}}
-			if line < 4096 || order == "range" {
+			if order == "seq_read_ahead" && line < 4096 {
+				continue
+			}
+			if line < 4096 || order == "range" || order == "seq_read_ahead" {
 				// The copy engine moved 0.1 GB/s of 512-byte lines:
 				// minutes per run; the range order measures the work
 				// assignment, on the default route.
@@ -370,7 +393,11 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 					a.close()
 					return nil, err
 				}
-				v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true, gatherSchedule{Ahead: p.Ahead})
+				sch := gatherSchedule{Ahead: p.Ahead}
+				if order == "seq_read_ahead" {
+					sch.Ahead = seqReadAheadSteps
+				}
+				v, s, fpl, err := a.coldGather(ctx, &p.Config, order, true, sch)
 				if err != nil && route == gpuengine.RouteCopyEngine {
 					failed[fmt.Sprintf("cold_%s_read_%s_lines_copy_engine", order, kib(line))] = err.Error()
 					p.logf("C1 cold %s %s lines, %s route: failed: %v", order, kib(line), route, err)
@@ -468,6 +495,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["array_bytes"] = arrayBytes
 	c1.Params["ways"] = 8
 	c1.Params["queues"] = p.Queues
+	c1.Params["read_ahead_queues"] = max(p.ReadAheadQueues, 0)
 	c1.Params["queue_depths"] = depths
 	c1.Params["target_workers"] = p.Workers
 	c1.Params["namespace"] = "memory"
@@ -487,7 +515,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	if len(failed) > 0 {
 		c1.Params["failed"] = failed
 	}
-	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); range: the same elements in order, warps taking them a line at a time from a counter as they finish (bam::for_range with a work counter, as the engine's ReadRange, Sum and Gather do); random: one warp per line, the positions of a pseudo-random permutation of the lines taken the same way, every element read; range and random keep at most half of the cache's lines in flight, and each warp fills its next lines ahead of its reads (ahead, bam::array::prefetch) as far as that allows"
+	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); seq_read_ahead: the same pass with bam::read_ahead, each warp issuing the Reads of its lines 17 to 32 grid steps ahead every 16 steps and completing them at later steps (4 KiB and larger lines); range: the same elements in order, warps taking them a line at a time from a counter as they finish (bam::for_range with a work counter, as the engine's ReadRange, Sum and Gather do); random: one warp per line, the positions of a pseudo-random permutation of the lines taken the same way, every element read; range and random keep at most half of the cache's lines in flight, and each warp fills its next lines ahead of its reads (ahead, bam::array::prefetch) as far as that allows"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
 	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()

@@ -34,6 +34,7 @@ const (
 	kRoundTrip     = "bam_bench_roundtrip"
 	kSumSeq        = "bam_bench_sum_seq"
 	kSumSeqAhead   = "bam_bench_sum_seq_ahead"
+	kSumSeqRA      = "bam_bench_sum_seq_read_ahead"
 	kSumLinesPerm  = "bam_bench_sum_lines_perm"
 	kSumRange      = "bam_bench_sum_range"
 	kLookupArray   = "bam_bench_lookup_array"

@@ -18,7 +18,7 @@ import (
 // QueueDescs returns the device address of the engine's queue descriptors
 // (QueueDescBytes each, the layout of bam::queue_desc) and their number.
 func (e *Engine) QueueDescs() (cuda.DevicePtr, int) {
-	return e.caches[0].queueDescs.Ptr(), len(e.caches[0].queues)
+	return e.caches[0].queueDescs.Ptr(), e.caches[0].queuePairs
 }
 
 // TargetStats returns the counters of the engine's NVMe Target.

@@ -19,8 +19,11 @@ func TestConfigMoreCaches(t *testing.T) {
 		{Config{MoreCaches: []CacheConfig{{}}}, "line size 0"},
 		{Config{MoreCaches: []CacheConfig{{LineSize: 65536, CacheBytes: 4096}}}, "holds less than one set"},
 		{Config{QueuePairs: 600, MoreCaches: []CacheConfig{{LineSize: 1024}}}, "want at most 1024 in all"},
-		{Config{QueuePairs: 16, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1009}}}, "1025 queue pairs over 2 caches"},
-		{Config{QueuePairs: 16, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1008}}}, ""},
+		{Config{QueuePairs: 16, ReadAheadQueuePairs: -1, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1009}}}, "1025 queue pairs over 2 caches"},
+		{Config{QueuePairs: 16, ReadAheadQueuePairs: -1, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1008}}}, ""},
+		// Each cache's read-ahead pairs count too.
+		{Config{QueuePairs: 16, ReadAheadQueuePairs: 4, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1001}}}, "1025 queue pairs over 2 caches"},
+		{Config{QueuePairs: 16, ReadAheadQueuePairs: 4, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1000}}}, ""},
 		{Config{QueuePairs: -1}, "-1 queue pairs for the cache of 4096-byte lines"},
 		{Config{MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: -2}}}, "-2 queue pairs for the cache of 1024-byte lines"},
 	} {
@@ -49,12 +52,19 @@ func TestConfigMoreCaches(t *testing.T) {
 	if c.MoreCaches[0].QueuePairs != DefaultQueuePairs {
 		t.Errorf("default queue pairs of a further cache %d, want the engine's %d", c.MoreCaches[0].QueuePairs, DefaultQueuePairs)
 	}
-	c = Config{QueuePairs: 3, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 2}}}
+	c = Config{QueuePairs: 3, ReadAheadQueuePairs: -1, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 2}}}
 	if err := c.fill(); err != nil {
 		t.Fatal(err)
 	}
 	if c.totalQueuePairs() != 5 || c.TargetWorkers > 5 {
 		t.Errorf("%d queue pairs in all and %d target workers, want 5 and at most 5", c.totalQueuePairs(), c.TargetWorkers)
+	}
+	c = Config{QueuePairs: 3, ReadAheadQueuePairs: 4, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 2}}}
+	if err := c.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if c.totalQueuePairs() != 13 {
+		t.Errorf("%d queue pairs in all with 4 read-ahead pairs a cache, want 13", c.totalQueuePairs())
 	}
 }
 
@@ -92,7 +102,7 @@ func TestConfigQueueDepth(t *testing.T) {
 		{cfg: Config{LineSize: 8192}, want: 128},
 		{cfg: Config{LineSize: 65536}, want: 16},
 		{cfg: Config{LineSize: 65536, QueuePairs: 1}, want: 256},
-		{cfg: Config{LineSize: 65536, QueuePairs: 1024}, want: MinAutoQueueDepth},
+		{cfg: Config{LineSize: 65536, QueuePairs: 1024, ReadAheadQueuePairs: -1}, want: MinAutoQueueDepth},
 		{cfg: Config{LineSize: 65536, QueueDepth: 512}, want: 512},
 		{cfg: Config{QueuePairs: 128, MoreCaches: []CacheConfig{{LineSize: 16384, QueuePairs: 32}, {LineSize: 1024}}}, want: 128, wantMore: []int{128, 256}},
 		{cfg: Config{QueueDepth: 64, MoreCaches: []CacheConfig{{LineSize: 16384}, {LineSize: 1024, QueueDepth: 8}}}, want: 64, wantMore: []int{64, 8}},

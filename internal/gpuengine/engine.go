@@ -39,6 +39,17 @@ type Config struct {
 	// and 37.5 with 256, where the workers' per-pair costs took over
 	// (bench/results/logs/q2-target-side-H200-20261125.txt).
 	QueuePairs int
+	// ReadAheadQueuePairs is the number of queue pairs each cache keeps,
+	// besides its QueuePairs, for the Reads of bam::read_ahead: a
+	// read-ahead leaves its Reads in flight while its warp goes on, so
+	// they must not hold entries that other fills wait for
+	// (kernels/include/bam/read_ahead.cuh). Default 0: none, and
+	// bam::read_ahead then waits for its fills as prefetch_steps does.
+	// On the H200 host a cold one-element-per-thread pass over 4 KiB
+	// lines moved 24.9, 33.1 and 42.4-45.0 GB/s with 16, 32 and 64 pairs
+	// and 38.2 with 128, against 44.5 waiting: as fast, not faster, so
+	// the pairs and their pinned staging are not spent by default.
+	ReadAheadQueuePairs int
 	// QueueDepth is the entries per queue of every cache (a power of two
 	// from 2 to 4096). Default: per cache, DefaultQueueDepth, halved (down
 	// to MinAutoQueueDepth) while the cache's pinned staging memory (queue
@@ -183,14 +194,18 @@ func (c *Config) totalQueueEntries() int {
 	return n
 }
 
-// totalQueuePairs is the number of queue pairs of all caches.
+// totalQueuePairs is the number of queue pairs of all caches, read-ahead
+// pairs included.
 func (c *Config) totalQueuePairs() int {
 	n := 0
 	for _, cc := range c.caches() {
-		n += cc.QueuePairs
+		n += cc.QueuePairs + c.aheadPairs()
 	}
 	return n
 }
+
+// aheadPairs is the number of read-ahead queue pairs of each cache.
+func (c *Config) aheadPairs() int { return max(c.ReadAheadQueuePairs, 0) }
 
 func (c *Config) fill() error {
 	if c.LineSize == 0 {
@@ -494,8 +509,10 @@ func (e *Engine) init() error {
 		if err := e.dma.Register(uint64(c.lineBase), c.lineBytes, c.lines); err != nil {
 			return err
 		}
-		descs := make([]byte, c.queuePairs*QueueDescBytes)
-		for i := 0; i < c.queuePairs; i++ {
+		// The cache's queue pairs, then its read-ahead pairs.
+		pairs := c.queuePairs + e.cfg.aheadPairs()
+		descs := make([]byte, pairs*QueueDescBytes)
+		for i := 0; i < pairs; i++ {
 			q, err := newQueuePair(e, uint16(len(e.queues)+1), c.lineSize, c.queueDepth)
 			if err != nil {
 				return err
@@ -594,7 +611,8 @@ func (e *Engine) encodeDesc(c *lineCache, elemSize, elemCount, nns uint64, strip
 	put(ArrayWBTagsOffset, gpucache.WriteBackTagsOffset(N, K))
 	put(ArrayWaysRecOffset, gpucache.WaysOffset(N, K))
 	put(ArrayQueuesOffset, uint64(c.queueDescs.Ptr()))
-	put(ArrayNQueuesOffset, uint64(len(c.queues)))
+	put(ArrayNQueuesOffset, uint64(c.queuePairs))
+	put(ArrayAheadQueuesOffset, uint64(len(c.queues)-c.queuePairs))
 	put(ArrayErrorOffset, uint64(e.errRec.Ptr()))
 	put(ArrayTimeoutOffset, uint64(e.cfg.Timeout.Nanoseconds()))
 	put(ArrayNNSOffset, nns)

@@ -48,7 +48,8 @@ const (
 	ArrayCopierOffset      = 168 // device pointer: the fill copier's ring (CopierRing*), 0 when there is none
 	ArrayCopyBelowOffset   = 176 // staging copies of groups of fewer lanes than this (and of write-backs) go to the copier
 	ArrayFirstTagOffset    = 184 // when nns == 1: the tag of line 0 (line l's tag is this + l), so a hit needs no stripe lookup; else 0
-	ArrayDescBytes         = 192
+	ArrayAheadQueuesOffset = 192 // read-ahead queue pairs (bam::read_ahead), in the queue descriptors after the first ArrayNQueues
+	ArrayDescBytes         = 200
 
 	// Array argument: the by-value kernel argument of a bam::array<T>
 	// parameter. It carries the descriptor's address and, copied from the
@@ -178,6 +179,7 @@ func Layout() layout.Group {
 			c("ArrayCopierOffset", ArrayCopierOffset, "Array descriptor: fill copier ring, 0 for none."),
 			c("ArrayCopyBelowOffset", ArrayCopyBelowOffset, "Array descriptor: copier for groups smaller than this."),
 			c("ArrayFirstTagOffset", ArrayFirstTagOffset, "Array descriptor: tag of line 0 when the object lies on one namespace (line l's tag is this + l); 0 otherwise."),
+			c("ArrayAheadQueuesOffset", ArrayAheadQueuesOffset, "Array descriptor: read-ahead queue pairs, after the others."),
 			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
 			c("ArrayArgDescOffset", ArrayArgDescOffset, "Array argument (bam::array<T> by value): the array descriptor."),
 			c("ArrayArgTagsOffset", ArrayArgTagsOffset, "Array argument: the cache's tag array."),

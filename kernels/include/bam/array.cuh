@@ -190,6 +190,24 @@ __device__ __forceinline__ void group_fill(const array_desc &d, const coalesce::
 	if (g.is_leader()) cache::finish_fill(d, h);
 }
 
+// copy_staged ends the fills the lanes of a warp hold (h.staging != 0 in
+// those lanes; all 32 lanes call it together): the warp copies each line
+// from its staging slot with all its lanes, then each holder publishes its
+// line and retires its slot.
+__device__ __noinline__ void copy_staged(const array_desc &d, cache::handle &h) {
+	constexpr u32 all = ~0u;
+	const u32 lane = threadIdx.x & 31;
+	const u64 bytes = 1ull << d.line_shift;
+	for (u32 m = __ballot_sync(all, h.staging != 0); m != 0; m &= m - 1) {
+		const int j = __ffs(m) - 1;
+		const u64 to = __shfl_sync(all, h.way, j), from = __shfl_sync(all, h.staging, j);
+		cache::copy_part(cache::line_data(d, to), reinterpret_cast<const unsigned char *>(from), bytes, lane, 32);
+	}
+	// The copies' stores before any holder publishes its line.
+	__syncwarp();
+	cache::finish_fill(d, h);
+}
+
 // fill_lines is array<T>::prefetch, called by all 32 lanes of a warp
 // together: each lane with want names line (element index's). One lane per
 // distinct line, at most one fewer than the warp's queue has entries,
@@ -228,15 +246,7 @@ __device__ __noinline__ void fill_lines(const array_desc *desc, u64 line, bool w
 		}
 		cache::end_fill(d, way, 0, st, index, w, &h);
 	}
-	const u64 bytes = 1ull << d.line_shift;
-	for (u32 m = __ballot_sync(all, h.staging != 0); m != 0; m &= m - 1) {
-		const int j = __ffs(m) - 1;
-		const u64 to = __shfl_sync(all, way, j), from = __shfl_sync(all, h.staging, j);
-		cache::copy_part(cache::line_data(d, to), reinterpret_cast<const unsigned char *>(from), bytes, lane, 32);
-	}
-	// The copies' stores before any claimer publishes its line.
-	__syncwarp();
-	cache::finish_fill(d, h);
+	copy_staged(d, h);
 }
 
 // hit_fields are the fields of the hit path: the part of a bam::array<T>

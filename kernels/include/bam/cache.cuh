@@ -195,6 +195,11 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 // On failure nothing is held. Returns the NVMe status (status_timeout on a
 // timeout).
 __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n, u64 deadline, struct handle *h);
+// start_read issues the Read of the line at w for way g at ticket t of q
+// (taken by the caller), into the line itself when direct; end_read waits
+// for its completion and ends it as io_read does (h, the status).
+__device__ inline void start_read(const array_desc &d, const queue_desc &q, u64 t, const where &w, u64 g, bool direct);
+__device__ inline u32 end_read(const array_desc &d, const queue_desc &q, u64 t, bool direct, u64 deadline, struct handle *h);
 // read_at is io_read after its reservation: the Read at ticket t of q
 // (taken by the caller, with queue::reserve or reserve_group), into the
 // line itself when direct.
@@ -305,9 +310,11 @@ enum claim_outcome : u32 {
 // (a free way first, then the clock hand), installs the line's tag with n
 // references and BUSY, and once the lock is dropped writes a dirty victim
 // back. It waits only for the set lock, whose holders never wait while
-// holding it, and for the write-back's I/O.
+// holding it, and for the write-back's I/O. With spare > 0 it claims only
+// while more than spare ways of the set are not BUSY (bam::read_ahead
+// leaves ways for the fills that others wait for).
 __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 set, u64 base, u64 K, u32 n, u64 deadline, u64 index,
-                                     u64 *way) {
+                                     u64 *way, u32 spare = 0) {
 	// 1. set lock (short; no I/O under it)
 	u32 *lock = set_lock(d, set);
 	if (!take_lock(lock, deadline, detail::abort_word(d))) {
@@ -336,6 +343,14 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 	if (again) {
 		drop_lock(lock);
 		return claim_again;
+	}
+	if (spare != 0) {
+		u32 idle = 0;
+		for (u64 k = 0; k < K; k++) idle += (detail::ld_relaxed_gpu(state_at(d, base + k)) & state_busy) == 0 ? 1u : 0u;
+		if (idle <= spare) {
+			drop_lock(lock);
+			return claim_none;
+		}
 	}
 	// 3-4. choose and claim a victim
 	u64 victim = ~0ull;
@@ -417,16 +432,28 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 // prefetch): none of them waits on another warp. False when the line needs
 // no fill from this thread, when no way was free, or when a failure was
 // recorded.
-__device__ __noinline__ bool claim_absent(const array_desc &d, const where &w, u64 index, u64 *way) {
+// spare is claim's.
+__device__ __noinline__ bool claim_absent(const array_desc &d, const where &w, u64 index, u64 *way, u32 spare = 0) {
 	if (detail::failed(d)) return false;
 	const u64 K = d.ways;
 	const u64 set = set_of(w.tag, d.sets);
 	const u64 base = set * K;
 	u64 word;
 	if (find_way(tag_at(d, 0), base, K, w.tag, &word) != ~0ull) return false;
-	if (claim(d, w, set, base, K, 0, detail::globaltimer() + d.timeout_ns, index, way) != claim_done) return false;
+	if (claim(d, w, set, base, K, 0, detail::globaltimer() + d.timeout_ns, index, way, spare) != claim_done) return false;
 	detail::count(d, L::StatMisses, 1);
 	return true;
+}
+
+// unclaim gives back way g, claimed by claim_absent (BUSY, unreferenced by
+// its claimer) and never filled: its tag is emptied first, so that the
+// readers that took references on it while it was BUSY find another tag
+// once BUSY clears, drop them and take the miss path again (acquire, step
+// 6); no failure is recorded.
+__device__ __forceinline__ void unclaim(const array_desc &d, u64 g) {
+	clear_tag(tag_at(d, g));
+	__threadfence();
+	atomicAnd(state_at(d, g), ~state_busy);
 }
 
 // end_fill ends step 7 for way g, claimed with n references, once its
@@ -559,6 +586,11 @@ __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n,
 }
 
 __device__ inline u32 read_at(const array_desc &d, const queue_desc &q, u64 t, const where &w, u64 g, bool direct, u64 deadline, handle *h) {
+	start_read(d, q, t, w, g, direct);
+	return end_read(d, q, t, direct, deadline, h);
+}
+
+__device__ inline void start_read(const array_desc &d, const queue_desc &q, u64 t, const where &w, u64 g, bool direct) {
 	const u32 shift = static_cast<u32>(d.line_shift);
 	u64 prp1, prp2;
 	if (direct) {
@@ -571,6 +603,10 @@ __device__ inline u32 read_at(const array_desc &d, const queue_desc &q, u64 t, c
 	if (!direct) cmd.dw[3] = queue::mirror_hint(q, t);
 	queue::issue(q, t, cmd);
 	detail::count(d, L::StatCommands, 1);
+}
+
+__device__ inline u32 end_read(const array_desc &d, const queue_desc &q, u64 t, bool direct, u64 deadline, handle *h) {
+	const u32 shift = static_cast<u32>(d.line_shift);
 	u32 status, dw0;
 	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return status_timeout;
 	if (!queue::status_ok(status) || direct) {

@@ -361,6 +361,61 @@ __device__ inline bool reserve_group(const queue_desc &q, u32 mask, u64 deadline
 	return true;
 }
 
+// slot_ready reports whether ticket t's slot may be used now (the rules at
+// the top of this file), from relaxed loads: the caller fences before it
+// touches the slot.
+__device__ __forceinline__ bool slot_ready(const queue_desc &q, u64 t) {
+	const u64 mask = q.depth - 1;
+	const u32 sh = shift(q);
+	return detail::ld_relaxed_gpu(turn(q, t & mask)) == (t >> sh) &&
+	       detail::ld_relaxed_gpu(cid_record(q, t & mask) + V::CIDStateOffset / 8) == V::CIDFree &&
+	       detail::ld_relaxed_gpu(turn(q, (t + 1) & mask)) >= ((t + 1) >> sh);
+}
+
+// try_reserve_group is reserve_group that never waits: the lanes of mask
+// (all of which call it together, on the same queue) take consecutive
+// tickets in lane order, as many as have their slots ready now, by a
+// compare-and-swap of the ticket counter, so a ticket is taken only when
+// its slot may be used at once. Returns true in the lanes that got one
+// (*ticket), false in the others. For queues whose tickets are all taken
+// this way: a fetch-and-add elsewhere could take a ticket whose slot a
+// caller of this function holds for long (bam::read_ahead's queues).
+__device__ inline bool try_reserve_group(const queue_desc &q, u32 mask, u64 *ticket) {
+	const u32 lane = threadIdx.x & 31;
+	const int leader = __ffs(mask) - 1;
+	u64 base = 0;
+	u32 granted = 0;
+	if (static_cast<int>(lane) == leader) {
+		unsigned long long *counter = reinterpret_cast<unsigned long long *>(word(q, V::TicketOffset));
+		const u32 want = static_cast<u32>(min(static_cast<u64>(__popc(mask)), q.depth - 1));
+		for (u32 attempt = 0; attempt < 4 && granted == 0; attempt++) {
+			base = detail::ld_relaxed_gpu(word(q, V::TicketOffset));
+			u32 m = 0;
+			while (m < want && slot_ready(q, base + m)) m++;
+			if (m == 0 && attempt == 0) {
+				// Completions not yet harvested may free slots.
+				u64 unused;
+				if (harvest(q, ~0ull, &unused) > 0) continue;
+			}
+			if (m == 0) break;
+			if (atomicCAS(counter, base, base + m) == base) granted = m;
+		}
+	}
+	base = __shfl_sync(mask, base, leader);
+	granted = __shfl_sync(mask, granted, leader);
+	const u32 rank = __popc(mask & ((1u << lane) - 1u));
+	if (rank >= granted) return false;
+	const u64 t = base + rank;
+	// The lane's own loads of what the leader found, acquired by its own
+	// fence, before it touches the slot (the words cannot change back: a
+	// ready slot stays ready until its ticket uses it).
+	(void)slot_ready(q, t);
+	detail::fence_acq_rel_gpu();
+	detail::st_relaxed_gpu(cid_record(q, t & (q.depth - 1)) + V::CIDStateOffset / 8, static_cast<u64>(V::CIDInFlight));
+	*ticket = t;
+	return true;
+}
+
 // reserve_ticket waits until ticket t's slot may be used (the rules at the
 // top of this file), then marks its CID in flight.
 __device__ inline bool reserve_ticket(const queue_desc &q, u64 t, u64 deadline, const u32 *stop) {

@@ -77,6 +77,11 @@ struct array_desc {
 	// The tag of line 0 when the object lies on one namespace (nns == 1):
 	// line l's tag is first_tag + l, so a hit needs no stripe lookup.
 	u64 first_tag;
+	// Read-ahead queue pairs (bam::read_ahead): queues[nqueues] to
+	// queues[nqueues + ahead_queues - 1], used by nothing else, so that
+	// Reads left in flight while their warp goes on never hold an entry
+	// another fill waits for.
+	u64 ahead_queues;
 };
 
 namespace L = layout::engine;
@@ -131,6 +136,7 @@ BAM_CHECK_OFFSET(array_desc, direct_below, L::ArrayDirectBelowOffset);
 BAM_CHECK_OFFSET(array_desc, copier, L::ArrayCopierOffset);
 BAM_CHECK_OFFSET(array_desc, copy_below, L::ArrayCopyBelowOffset);
 BAM_CHECK_OFFSET(array_desc, first_tag, L::ArrayFirstTagOffset);
+BAM_CHECK_OFFSET(array_desc, ahead_queues, L::ArrayAheadQueuesOffset);
 static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagrees with layout.go");
 #undef BAM_CHECK_OFFSET
 #endif

@@ -190,8 +190,10 @@ inline constexpr unsigned long long ArrayCopyBelowOffset = 176ull;
 /// Array descriptor: tag of line 0 when the object lies on one namespace (line l's tag is this
 /// + l); 0 otherwise.
 inline constexpr unsigned long long ArrayFirstTagOffset = 184ull;
+/// Array descriptor: read-ahead queue pairs, after the others.
+inline constexpr unsigned long long ArrayAheadQueuesOffset = 192ull;
 /// Size of the array descriptor.
-inline constexpr unsigned long long ArrayDescBytes = 192ull;
+inline constexpr unsigned long long ArrayDescBytes = 200ull;
 /// Array argument (bam::array<T> by value): the array descriptor.
 inline constexpr unsigned long long ArrayArgDescOffset = 0ull;
 /// Array argument: the cache's tag array.
