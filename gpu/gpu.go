@@ -40,6 +40,12 @@
 //		if (base + threadIdx.x % 32 < n) s += a[base + threadIdx.x % 32];
 //	}
 //
+// bam::read_ahead<T> (bam/read_ahead.cuh) is the same schedule whose warps
+// issue their Reads and go on, completing them at later steps, on queue
+// pairs of their own (bam.Options.ReadAheadQueuePairs; without them it
+// waits as prefetch_steps does): on an H200 host, 45.8 GB/s against
+// prefetch_steps' 42.2 in one run, with 64 pairs.
+//
 // Compile needs NVRTC (libnvrtc, shipped with the CUDA toolkit); LoadPTX
 // takes PTX built elsewhere against the same headers (kernels.Headers).
 // Launch arguments are arrays (anything with an Object() *bam.Object
