@@ -46,9 +46,10 @@ type Config struct {
 	// (kernels/include/bam/read_ahead.cuh). Default 0: none, and
 	// bam::read_ahead then waits for its fills as prefetch_steps does.
 	// On the H200 host a cold one-element-per-thread pass over 4 KiB
-	// lines moved 24.9, 33.1 and 42.4-45.0 GB/s with 16, 32 and 64 pairs
-	// and 38.2 with 128, against 44.5 waiting: as fast, not faster, so
-	// the pairs and their pinned staging are not spent by default.
+	// lines moved 24.9, 33.1 and 42.4-45.8 GB/s with 16, 32 and 64 pairs
+	// and 38.2 with 128, against 42.2-44.5 waiting (45.8 against 42.2 in
+	// one run): too little gain to spend the pairs and their pinned
+	// staging by default.
 	ReadAheadQueuePairs int
 	// QueueDepth is the entries per queue of every cache (a power of two
 	// from 2 to 4096). Default: per cache, DefaultQueueDepth, halved (down
