@@ -20,8 +20,8 @@
 // step, and at the latest at its next turn, before any of its lanes reads
 // the line. Measured (H200 host, 4 KiB lines, 64 read-ahead queue pairs):
 // 45.8 GB/s against prefetch_steps' 42.2 in one run, with 99 % of the
-// lines read ahead (bench/results/logs/c1-read-ahead-queues-H200-*.txt),
-// short of the range passes' 50. Profiled, a Read took 380-430 us from
+// lines read ahead, short of the range passes' 50
+// (bench/results/logs/c1-read-ahead-queues-H200-20261125.txt). Profiled, a Read took 380-430 us from
 // issue to completion in the pass (16-18 steps), so most are completed at
 // the next turn, waiting, while the Target idles 13-18 %: with one Read in
 // flight per warp the rate is warps / latency. Two per warp, completions
