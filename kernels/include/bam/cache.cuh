@@ -323,37 +323,20 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 		fail_wait(d, base, K, index, w);
 		return claim_failed;
 	}
-	// The scans below load eight ways' words before they look at any, as
-	// find_way does, so the lock is held for a few round trips to L2
-	// instead of one per word. In turns on one H200 machine, C1's cold
-	// 4 KiB random order moved 50.2-50.3 GB/s against 49.6-49.7 with one
-	// load at a time, its range order 50.0-50.2 against 49.0-50.0; the
-	// read-ahead order did not change (its claims took 55-60 us either
-	// way: they wait elsewhere).
 	// 2. re-scan
 	bool again = false;
-	for (u64 k0 = 0; k0 < K && !again; k0 += 8) {
-		u64 wb[8], tg[8];
-#pragma unroll
-		for (u32 j = 0; j < 8; j++) {
-			if (k0 + j < K) {
-				wb[j] = detail::ld_relaxed_gpu(wbtag_at(d, base + k0 + j));
-				tg[j] = detail::ld_relaxed_gpu(tag_at(d, base + k0 + j));
-			}
+	for (u64 k = 0; k < K && !again; k++) {
+		const u64 gk = base + k;
+		if (detail::ld_relaxed_gpu(wbtag_at(d, gk)) == w.tag) {
+			again = true;  // its write-back is in flight
+			break;
 		}
-#pragma unroll
-		for (u32 j = 0; j < 8; j++) {
-			if (again || k0 + j >= K) continue;
-			if (wb[j] == w.tag) {
-				again = true;  // its write-back is in flight
-			} else if (word_tag(tg[j]) == w.tag) {
-				const u64 gk = base + k0 + j;
-				const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
-				if (s & (state_valid | state_busy)) {
-					again = true;  // installed meanwhile: take the hit path
-				} else {
-					clear_tag(tag_at(d, gk));
-				}
+		if (word_tag(detail::ld_relaxed_gpu(tag_at(d, gk))) == w.tag) {
+			const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+			if (s & (state_valid | state_busy)) {
+				again = true;  // installed meanwhile: take the hit path
+			} else {
+				clear_tag(tag_at(d, gk));
 			}
 		}
 	}
@@ -363,13 +346,7 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 	}
 	if (spare != 0) {
 		u32 idle = 0;
-		for (u64 k0 = 0; k0 < K; k0 += 8) {
-			u32 st[8];
-#pragma unroll
-			for (u32 j = 0; j < 8; j++) st[j] = k0 + j < K ? detail::ld_relaxed_gpu(state_at(d, base + k0 + j)) : state_busy;
-#pragma unroll
-			for (u32 j = 0; j < 8; j++) idle += (st[j] & state_busy) == 0 ? 1u : 0u;
-		}
+		for (u64 k = 0; k < K; k++) idle += (detail::ld_relaxed_gpu(state_at(d, base + k)) & state_busy) == 0 ? 1u : 0u;
 		if (idle <= spare) {
 			drop_lock(lock);
 			return claim_none;
@@ -378,45 +355,24 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 	// 3-4. choose and claim a victim
 	u64 victim = ~0ull;
 	u32 old = 0;
-	for (u64 k0 = 0; k0 < K && victim == ~0ull; k0 += 8) {  // a free way first
-		u32 st[8];
-#pragma unroll
-		for (u32 j = 0; j < 8; j++) st[j] = k0 + j < K ? detail::ld_relaxed_gpu(state_at(d, base + k0 + j)) : state_busy;
-		for (u32 j = 0; j < 8 && victim == ~0ull; j++) {
-			const u64 gk = base + k0 + j;
-			if ((st[j] & (state_valid | state_busy)) == 0 && (st[j] & ref_mask) == 0 && take_way(d, gk, &old)) victim = gk;
-		}
+	for (u64 k = 0; k < K && victim == ~0ull; k++) {  // a free way first
+		const u64 gk = base + k;
+		const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+		if ((s & (state_valid | state_busy)) == 0 && (s & ref_mask) == 0 && take_way(d, gk, &old)) victim = gk;
 	}
 	u32 *hand = set_hand(d, set);
 	u32 hv = detail::ld_relaxed_gpu(hand);
 	const bool clock = d.policy == L::PolicyClock;
-	const u32 batch = K < 8 ? static_cast<u32>(K) : 8u;
-	for (u64 step = 0; step < 2 * K && victim == ~0ull; step += batch) {
-		// The next ways from the hand (eight, or all K when fewer, so no
-		// way is looked at twice from one load), then the hand's walk
-		// over them: a way held or referenced is passed, one with its
-		// clock bit set gets it cleared and is passed, the first other
-		// one is taken.
-		u32 st[8];
-		u64 tg[8];
-#pragma unroll
-		for (u32 j = 0; j < 8; j++) {
-			if (j < batch) {
-				const u64 gk = base + (hv + j) % K;
-				st[j] = detail::ld_relaxed_gpu(state_at(d, gk));
-				tg[j] = clock ? detail::ld_relaxed_gpu(tag_at(d, gk)) : 0;
-			}
+	for (u64 step = 0; step < 2 * K && victim == ~0ull; step++) {
+		const u64 gk = base + (hv % K);
+		hv = (hv + 1) % static_cast<u32>(K);
+		const u32 s = detail::ld_relaxed_gpu(state_at(d, gk));
+		if ((s & state_busy) || (s & ref_mask)) continue;
+		if (clock && (detail::ld_relaxed_gpu(tag_at(d, gk)) & word_clock)) {
+			clear_clock(tag_at(d, gk));
+			continue;
 		}
-		for (u32 j = 0; j < batch && step + j < 2 * K && victim == ~0ull; j++) {
-			const u64 gk = base + (hv % K);
-			hv = (hv + 1) % static_cast<u32>(K);
-			if ((st[j] & state_busy) || (st[j] & ref_mask)) continue;
-			if (tg[j] & word_clock) {
-				clear_clock(tag_at(d, gk));
-				continue;
-			}
-			if (take_way(d, gk, &old)) victim = gk;
-		}
+		if (take_way(d, gk, &old)) victim = gk;
 	}
 	detail::st_relaxed_gpu(hand, hv);
 	if (victim == ~0ull) {
