@@ -78,6 +78,7 @@ func (s *Store) engine() (engine.Engine, error) {
 			QueueDepth:          s.opts.gpuQueueDepth,
 			Logger:              s.log,
 			ReadAheadQueuePairs: s.opts.ReadAheadQueuePairs,
+			ReadAheadReadBytes:  s.opts.ReadAheadReadBytes,
 		}, s.dataNamespaces())
 		switch {
 		case err == nil:

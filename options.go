@@ -86,6 +86,11 @@ type Options struct {
 	// 0: none.
 	ReadAheadQueuePairs int
 
+	// ReadAheadReadBytes, on the GPU engine, is the most one Read of
+	// bam::read_ahead covers (consecutive lines of one grid step, read
+	// with one command): a power of two up to 1 MiB. Default 8 KiB.
+	ReadAheadReadBytes int
+
 	// Engine picks the CPU or GPU engine. Default EngineAuto.
 	Engine Engine
 

@@ -692,7 +692,9 @@ extern "C" __global__ void BAM_ARRAY_BOUNDS add_stride(bam::array<unsigned long 
 // write victims back. Every pass's sum is checked; so is the array read
 // back at the end. A store without read-ahead queue pairs, or whose cache
 // is too small for one, reads ahead waiting (prefetch_steps' schedule),
-// checked too.
+// checked too; so are Reads of one line and of eight (the default covers
+// two: 8 KiB). The store stripes its lines over two namespaces, so runs
+// of lines break where the namespace changes.
 func TestGPUReadAhead(t *testing.T) {
 	cudatest.Device(t)
 	if err := cuda.OpenNVRTC(); err != nil {
@@ -705,14 +707,17 @@ func TestGPUReadAhead(t *testing.T) {
 		cacheBytes int64
 		depth      int
 		raPairs    int
+		readBytes  int
 	}{
-		{"own queues", 4 << 20, 16, 16},
-		{"waiting", 1 << 20, 256, 0},
-		{"waiting, cache too small for a queue", 1 << 20, 256, 4},
+		{"own queues", 4 << 20, 16, 16, 0},
+		{"own queues, one line a Read", 4 << 20, 16, 16, 4096},
+		{"own queues, eight lines a Read", 4 << 20, 32, 4, 32768},
+		{"waiting", 1 << 20, 256, 0, 0},
+		{"waiting, cache too small for a queue", 1 << 20, 256, 4, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := bam.Create(ctx, filepath.Join(t.TempDir(), "s"), bam.CreateOptions{
-				Options:       bam.Options{Engine: bam.EngineGPU, CacheBytes: c.cacheBytes, QueueDepth: c.depth, ReadAheadQueuePairs: c.raPairs},
+				Options:       bam.Options{Engine: bam.EngineGPU, CacheBytes: c.cacheBytes, QueueDepth: c.depth, ReadAheadQueuePairs: c.raPairs, ReadAheadReadBytes: c.readBytes},
 				Namespaces:    2,
 				NamespaceSize: 64 << 20,
 			})

@@ -25,6 +25,10 @@ func TestConfigMoreCaches(t *testing.T) {
 		{Config{QueuePairs: 16, ReadAheadQueuePairs: 4, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1001}}}, "1025 queue pairs over 2 caches"},
 		{Config{QueuePairs: 16, ReadAheadQueuePairs: 4, MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: 1000}}}, ""},
 		{Config{QueuePairs: -1}, "-1 queue pairs for the cache of 4096-byte lines"},
+		{Config{ReadAheadReadBytes: 12 << 10}, "read-ahead Reads of 12288 bytes"},
+		{Config{ReadAheadReadBytes: 2 << 20}, "read-ahead Reads of 2097152 bytes"},
+		{Config{ReadAheadReadBytes: -4096}, "read-ahead Reads of -4096 bytes"},
+		{Config{ReadAheadReadBytes: 1024}, ""}, // below the line size: one line
 		{Config{MoreCaches: []CacheConfig{{LineSize: 1024, QueuePairs: -2}}}, "-2 queue pairs for the cache of 1024-byte lines"},
 	} {
 		err := tc.cfg.fill()
@@ -65,6 +69,21 @@ func TestConfigMoreCaches(t *testing.T) {
 	}
 	if c.totalQueuePairs() != 13 {
 		t.Errorf("%d queue pairs in all with 4 read-ahead pairs a cache, want 13", c.totalQueuePairs())
+	}
+	// Read-ahead pairs of 16 KiB Reads: 4-line slots, a quarter of the
+	// entries, the same staging bytes.
+	c = Config{QueuePairs: 2, QueueDepth: 64, ReadAheadQueuePairs: 3, ReadAheadReadBytes: 16 << 10}
+	if err := c.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if l, d := c.aheadLines(4096), c.aheadDepth(4096, 64); l != 4 || d != 16 {
+		t.Errorf("read-ahead slots of %d lines, %d entries; want 4 and 16", l, d)
+	}
+	if l, d := c.aheadLines(65536), c.aheadDepth(65536, 2); l != 1 || d != 2 {
+		t.Errorf("64 KiB lines: read-ahead slots of %d lines, %d entries; want 1 and 2", l, d)
+	}
+	if c.totalQueueEntries() != 2*64+3*16 {
+		t.Errorf("%d queue entries, want %d", c.totalQueueEntries(), 2*64+3*16)
 	}
 }
 

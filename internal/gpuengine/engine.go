@@ -51,6 +51,16 @@ type Config struct {
 	// one run): too little gain to spend the pairs and their pinned
 	// staging by default.
 	ReadAheadQueuePairs int
+	// ReadAheadReadBytes is the most one Read of bam::read_ahead covers:
+	// a warp reads the consecutive lines of one grid step that it asks
+	// for with one command, so the Target decodes, copies and completes
+	// them, and a warp harvests them, once. The read-ahead pairs' staging
+	// slots hold that many bytes each, and the pairs have as many fewer
+	// entries (at least 2), so their pinned staging stays that of
+	// QueueDepth lines. A power of two; below the line size it is the
+	// line size, and a Read covers at most 32 lines. Default
+	// DefaultReadAheadReadBytes.
+	ReadAheadReadBytes int
 	// QueueDepth is the entries per queue of every cache (a power of two
 	// from 2 to 4096). Default: per cache, DefaultQueueDepth, halved (down
 	// to MinAutoQueueDepth) while the cache's pinned staging memory (queue
@@ -135,6 +145,12 @@ const (
 	DefaultQueuePairs      = 64
 	DefaultQueueDepth      = 256
 	DefaultFillCopierWarps = 256
+	// DefaultReadAheadReadBytes is Config.ReadAheadReadBytes' default:
+	// on the H200 host a cold one-element-per-thread pass over 4 KiB
+	// lines moved 46.3-48.5 GB/s with Reads of 8 KiB, 44.3-47.1 with 16
+	// KiB and 43.1-47.2 with one line a Read, interleaved
+	// (bench/results/logs/c1-read-ahead-runs-H200-20261125.txt).
+	DefaultReadAheadReadBytes = 8 << 10
 )
 
 // The default depth is lowered for large lines because staging slots
@@ -186,14 +202,35 @@ func autoQueueDepth(lineSize, queuePairs int) int {
 	return d
 }
 
-// totalQueueEntries is the number of queue entries of all caches.
+// totalQueueEntries is the number of queue entries of all caches,
+// read-ahead pairs included.
 func (c *Config) totalQueueEntries() int {
 	n := 0
 	for _, cc := range c.caches() {
-		n += cc.QueuePairs * cc.QueueDepth
+		n += cc.QueuePairs*cc.QueueDepth + c.aheadPairs()*c.aheadDepth(cc.LineSize, cc.QueueDepth)
 	}
 	return n
 }
+
+// aheadLines is the number of lines a read-ahead Read covers at most in
+// the cache of lineSize-byte lines: its staging slots' size in lines.
+func (c *Config) aheadLines(lineSize int) int {
+	return min(max(c.ReadAheadReadBytes/lineSize, 1), maxAheadLines)
+}
+
+// aheadDepth is the depth of the read-ahead pairs of the cache of
+// lineSize-byte lines and queueDepth-entry pairs.
+func (c *Config) aheadDepth(lineSize, queueDepth int) int {
+	return max(queueDepth/c.aheadLines(lineSize), 2)
+}
+
+// maxAheadLines is the most lines one read-ahead Read covers (one lane of
+// the asking warp per line), and maxAheadRead the most bytes
+// Config.ReadAheadReadBytes asks for (the Target's transfer limit).
+const (
+	maxAheadLines = 32
+	maxAheadRead  = 1 << 20
+)
 
 // totalQueuePairs is the number of queue pairs of all caches, read-ahead
 // pairs included.
@@ -244,6 +281,12 @@ func (c *Config) fill() error {
 	}
 	if c.MirrorRun == 0 {
 		c.MirrorRun = DefaultMirrorRun
+	}
+	if c.ReadAheadReadBytes == 0 {
+		c.ReadAheadReadBytes = DefaultReadAheadReadBytes
+	}
+	if c.ReadAheadReadBytes < 0 || c.ReadAheadReadBytes > maxAheadRead || c.ReadAheadReadBytes&(c.ReadAheadReadBytes-1) != 0 {
+		return fmt.Errorf("gpuengine: read-ahead Reads of %d bytes: want a power of two up to %d", c.ReadAheadReadBytes, maxAheadRead)
 	}
 	if c.MirrorRun < nvme.MirrorMinRun || c.MirrorRun > 16<<20 || c.MirrorRun&(c.MirrorRun-1) != 0 {
 		return fmt.Errorf("gpuengine: mirror runs of %d bytes: want a power of two from %d to %d", c.MirrorRun, nvme.MirrorMinRun, 16<<20)
@@ -341,6 +384,8 @@ type lineCache struct {
 	ways       int
 	queuePairs int
 	queueDepth int
+	aheadLines int // lines per read-ahead Read and read-ahead staging slot
+	aheadDepth int // entries per read-ahead pair
 
 	meta, data *cuda.DeviceMem
 	lineBase   cuda.DevicePtr // first line: data rounded up to a page
@@ -416,6 +461,8 @@ func New(cfg Config, namespaces []nvme.Namespace) (*Engine, error) {
 			ways:       cfg.Ways,
 			queuePairs: cc.QueuePairs,
 			queueDepth: cc.QueueDepth,
+			aheadLines: cfg.aheadLines(cc.LineSize),
+			aheadDepth: cfg.aheadDepth(cc.LineSize, cc.QueueDepth),
 		})
 	}
 	if err := e.init(); err != nil {
@@ -514,7 +561,13 @@ func (e *Engine) init() error {
 		pairs := c.queuePairs + e.cfg.aheadPairs()
 		descs := make([]byte, pairs*QueueDescBytes)
 		for i := 0; i < pairs; i++ {
-			q, err := newQueuePair(e, uint16(len(e.queues)+1), c.lineSize, c.queueDepth)
+			slot, depth, mirror := c.lineSize, c.queueDepth, true
+			if i >= c.queuePairs {
+				// A read-ahead pair: slots of aheadLines lines, no
+				// mirror (its Reads never ask for one).
+				slot, depth, mirror = c.lineSize*c.aheadLines, c.aheadDepth, false
+			}
+			q, err := newQueuePair(e, uint16(len(e.queues)+1), slot, depth, mirror)
 			if err != nil {
 				return err
 			}
@@ -614,6 +667,7 @@ func (e *Engine) encodeDesc(c *lineCache, elemSize, elemCount, nns uint64, strip
 	put(ArrayQueuesOffset, uint64(c.queueDescs.Ptr()))
 	put(ArrayNQueuesOffset, uint64(c.queuePairs))
 	put(ArrayAheadQueuesOffset, uint64(len(c.queues)-c.queuePairs))
+	put(ArrayAheadLinesOffset, uint64(c.aheadLines))
 	put(ArrayErrorOffset, uint64(e.errRec.Ptr()))
 	put(ArrayTimeoutOffset, uint64(e.cfg.Timeout.Nanoseconds()))
 	put(ArrayNNSOffset, nns)

@@ -49,7 +49,8 @@ const (
 	ArrayCopyBelowOffset   = 176 // staging copies of groups of fewer lanes than this (and of write-backs) go to the copier
 	ArrayFirstTagOffset    = 184 // when nns == 1: the tag of line 0 (line l's tag is this + l), so a hit needs no stripe lookup; else 0
 	ArrayAheadQueuesOffset = 192 // read-ahead queue pairs (bam::read_ahead), in the queue descriptors after the first ArrayNQueues
-	ArrayDescBytes         = 200
+	ArrayAheadLinesOffset  = 200 // lines one read-ahead Read covers at most, and each staging slot of the read-ahead pairs holds (a power of two, 1 to 32)
+	ArrayDescBytes         = 208
 
 	// Array argument: the by-value kernel argument of a bam::array<T>
 	// parameter. It carries the descriptor's address and, copied from the
@@ -180,6 +181,7 @@ func Layout() layout.Group {
 			c("ArrayCopyBelowOffset", ArrayCopyBelowOffset, "Array descriptor: copier for groups smaller than this."),
 			c("ArrayFirstTagOffset", ArrayFirstTagOffset, "Array descriptor: tag of line 0 when the object lies on one namespace (line l's tag is this + l); 0 otherwise."),
 			c("ArrayAheadQueuesOffset", ArrayAheadQueuesOffset, "Array descriptor: read-ahead queue pairs, after the others."),
+			c("ArrayAheadLinesOffset", ArrayAheadLinesOffset, "Array descriptor: lines per read-ahead Read and per read-ahead staging slot."),
 			c("ArrayDescBytes", ArrayDescBytes, "Size of the array descriptor."),
 			c("ArrayArgDescOffset", ArrayArgDescOffset, "Array argument (bam::array<T> by value): the array descriptor."),
 			c("ArrayArgTagsOffset", ArrayArgTagsOffset, "Array argument: the cache's tag array."),

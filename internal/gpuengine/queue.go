@@ -58,8 +58,9 @@ func pageAligned(h *cuda.HostMem, n uint64) (cuda.DevicePtr, []byte, error) {
 }
 
 // newQueuePair makes queue pair id of depth entries with staging slots of
-// lineSize bytes.
-func newQueuePair(e *Engine, id uint16, lineSize, queueDepth int) (*queuePair, error) {
+// lineSize bytes (a read-ahead pair's slots hold several lines), and a
+// staging mirror when mirror is set and the engine keeps mirrors.
+func newQueuePair(e *Engine, id uint16, lineSize, queueDepth int, mirror bool) (*queuePair, error) {
 	depth := uint32(queueDepth)
 	q := &queuePair{id: id, depth: depth, lineSize: lineSize,
 		sqBytes: uint64(depth) * nvme.SQESize, cqBytes: uint64(depth) * nvme.CQESize}
@@ -112,7 +113,7 @@ func newQueuePair(e *Engine, id uint16, lineSize, queueDepth int) (*queuePair, e
 		SQTail: (*uint32)(unsafe.Pointer(&b[q.sqBytes+q.cqBytes])),
 		CQHead: (*uint32)(unsafe.Pointer(&b[q.sqBytes+q.cqBytes+doorbellStride])),
 	}
-	if run := mirrorRun(e.cfg.MirrorRun, depth, lineSize); e.mirrors != nil && run != 0 {
+	if run := mirrorRun(e.cfg.MirrorRun, depth, lineSize); mirror && e.mirrors != nil && run != 0 {
 		if q.mirror, err = e.ctx.Alloc(uint64(depth) * uint64(lineSize)); err != nil {
 			return nil, fmt.Errorf("gpuengine: queue %d staging mirror: %w", id, err)
 		}

@@ -625,13 +625,14 @@ __device__ __forceinline__ void copy_part(unsigned char *to, const unsigned char
 	detail::copy_from_host(to, from, bytes, rank, lanes);
 }
 
-// finish_fill retires the fill's staging slot and publishes the line: one
+// finish_fill retires the fill's staging slot (unless h.queue is 0: a line
+// of a Read that another thread retires) and publishes the line: one
 // atomic BUSY -> VALID after the copy's stores (DESIGN.md §5: the data is
 // visible before the line turns VALID).
 __device__ __forceinline__ void finish_fill(const array_desc &d, handle &h) {
 	if (h.staging == 0) return;
 	__threadfence();
-	queue::retire(*reinterpret_cast<const queue_desc *>(h.queue), h.ticket);
+	if (h.queue != 0) queue::retire(*reinterpret_cast<const queue_desc *>(h.queue), h.ticket);
 	publish(tag_at(d, h.way));
 	atomicXor(state_at(d, h.way), state_valid | state_busy);
 	h.staging = 0;

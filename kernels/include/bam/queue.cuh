@@ -127,14 +127,13 @@ __device__ __forceinline__ u32 mirror_hint(const queue_desc &q, u64 t) {
 	return t >= head + layout::engine::MirrorHintOutstanding ? static_cast<u32>(layout::engine::MirrorHint) : 0u;
 }
 
-// prps_to returns PRP1 and PRP2 for a transfer of one line to or from the
-// line-sized, page-aligned buffer at DMA address base: the second page
-// directly, or, for lines over 8 KiB, t's PRP list page, which it fills with
-// the addresses of the pages after the first (system-scope stores that
-// queue::issue orders before the doorbell).
-__device__ __forceinline__ void prps_to(const queue_desc &q, u64 t, u32 line_shift, u64 base, u64 *prp1, u64 *prp2) {
+// prps_bytes returns PRP1 and PRP2 for a transfer of bytes bytes to or
+// from the page-aligned buffer at DMA address base: the second page
+// directly, or, over 8 KiB, t's PRP list page, which it fills with the
+// addresses of the pages after the first (system-scope stores that
+// queue::issue orders before the doorbell; at most 513 pages).
+__device__ __forceinline__ void prps_bytes(const queue_desc &q, u64 t, u64 bytes, u64 base, u64 *prp1, u64 *prp2) {
 	*prp1 = base;
-	const u64 bytes = 1ull << line_shift;
 	if (bytes <= 4096) {
 		*prp2 = 0;
 	} else if (bytes <= 8192) {
@@ -142,10 +141,15 @@ __device__ __forceinline__ void prps_to(const queue_desc &q, u64 t, u32 line_shi
 	} else {
 		const u64 page = (t & (q.depth - 1)) * 4096;
 		u64 *entries = reinterpret_cast<u64 *>(q.prp_list + page);
-		const u32 pages = static_cast<u32>(bytes >> 12);
+		const u32 pages = static_cast<u32>((bytes + 4095) >> 12);
 		for (u32 k = 1; k < pages; k++) __stwt(entries + (k - 1), base + (static_cast<u64>(k) << 12));
 		*prp2 = q.prp_list_dma + page;
 	}
+}
+
+// prps_to is prps_bytes for a transfer of one line.
+__device__ __forceinline__ void prps_to(const queue_desc &q, u64 t, u32 line_shift, u64 base, u64 *prp1, u64 *prp2) {
+	prps_bytes(q, t, 1ull << line_shift, base, prp1, prp2);
 }
 
 // prps returns PRP1 and PRP2 for a transfer of one line to or from t's

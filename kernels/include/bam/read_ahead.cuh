@@ -29,12 +29,24 @@
 // (bench/results/logs/c1-read-ahead-profile-H200-20261125.txt).
 //
 // Schedule. Once every `steps` steps (1 to 32), at a phase set by the
-// warp's index (as prefetch_steps: the warps that share a line ask at
-// different steps, and the first to ask fills it), the warp first
-// completes every fill it left in flight, then issues the Reads of the
-// lines its lane 0 will read 2*steps to steps+1 steps later, one lane per
-// line. Its first turn fills the lines of the steps in between as
-// prefetch does, waiting.
+// warp's index (the warps that read a run of lines at one step ask at
+// different steps), the warp first completes every fill it left in
+// flight, then issues the Reads of the lines read 2*steps to steps+1 steps
+// later. Its first turn fills the lines of the steps in between as
+// prefetch does, waiting. A Read covers up to m consecutive lines, a run
+// (m = the engine's Config.ReadAheadReadBytes over the line size, at most
+// 32), read into one staging slot and completed as one: with m = 1 each
+// warp asks for the lines its lane 0 reads, one lane a step, and the first
+// to ask fills a line; with m > 1 one warp a run and step asks for all of
+// its lines whose first element that step reads, m lanes a run, the one
+// whose turn comes first when the runs are aligned to the grid (owns).
+// Measured (H200 host, 4 KiB lines, 64 read-ahead pairs, builds
+// interleaved in each of four calls): Reads of two lines moved 46.3-48.5
+// GB/s against 43.1-47.2 with one line a Read (every warp asking for its
+// own lines); of four, 44.3-47.1; of eight, 35.7-40.4; one line a Read
+// with one warp asking per line, 43.8-44.0: a line whose only asker found
+// no entry free is filled by its readers, waiting
+// (bench/results/logs/c1-read-ahead-runs-H200-20261125.txt).
 //
 // Progress. A fill left in flight holds its way BUSY, and any thread that
 // reads the line waits for it. A line is read ahead only for the step at
@@ -74,21 +86,19 @@ class read_ahead {
 		const array_desc &d = *desc_;
 		steps_ = min(steps, 32u);
 		shift_ = static_cast<u32>(d.line_shift) - detail::elem_shift<T>();
+		run_shift_ = d.ahead_lines > 1 ? static_cast<u32>(__ffsll(static_cast<long long>(min(d.ahead_lines, 32ull)))) - 1 : 0;
 		queues_ = 0;
 		if (d.ahead_queues != 0) {
 			const queue_desc *qs = reinterpret_cast<const queue_desc *>(d.queues) + d.nqueues;
 			// A quarter of the cache's lines in flight at most.
-			queues_ = static_cast<u32>(min(d.ahead_queues, (d.sets * d.ways / 4) / qs[0].depth));
+			queues_ = static_cast<u32>(min(d.ahead_queues, (d.sets * d.ways / 4) / (qs[0].depth << run_shift_)));
 		}
-		// The warps whose 32 elements share a line at each step are
+		// The warps that read a run's elements at each step are
 		// consecutive: their phases are spread evenly over the steps, so
-		// that each asks for as many new lines as the others
-		// (prefetch_steps' schedule; asking for all of a line's steps in
-		// one warp, so that its Reads share ticket updates and doorbells,
-		// measured three times slower: entries ran out).
-		const u64 sharing = shift_ > 5 ? 1ull << (shift_ - 5) : 1ull;
-		phase_ = steps_ == 0 ? 0 : static_cast<u32>(((global_thread_id() >> 5) % sharing) * steps_ / sharing);
+		// that each asks for as many runs as the others.
+		phase_ = steps_ == 0 ? 0 : static_cast<u32>(((global_thread_id() >> 5) % run_warps()) * steps_ / run_warps());
 		started_ = false;
+		lead_ = 0;
 		queue_ = 0;
 		ticket_ = 0;
 		way_ = 0;
@@ -128,6 +138,36 @@ class read_ahead {
 	}
 
    private:
+	// run_warps is the number of warps whose lane 0 reads a run's
+	// elements at one step (1 when a warp reads more than a run).
+	__device__ u64 run_warps() const { return max((1ull << (shift_ + run_shift_)) >> 5, 1ull); }
+
+	// owns reports whether this warp, whose lane 0 reads index b0 + s *
+	// stride at step s, asks for the run of lines its lane 0 reads in at
+	// step s. Exactly one warp reading at step s does for each run: the
+	// one at the run's warp offset owner(s), or, where the run begins
+	// before step s's indices or ends past them, the nearest warp inside.
+	__device__ bool owns(u64 b0, u64 s, u64 stride) const {
+		const u64 lo = s * stride;
+		if (lo >= count_) return false;
+		const u64 hi = min(lo + stride, count_) - 1;
+		const u64 p = b0 + lo;
+		if (p > hi) return false;
+		const u32 rs = shift_ + run_shift_;
+		const u64 q = min(max(((p >> rs) << rs) + 32 * owner(s), lo), hi);
+		return p == lo + ((q - lo) & ~31ull);
+	}
+
+	// owner is the warp offset in its run of the warp that asks for a run
+	// at step s: one whose turn comes at step s - 2*steps when the runs
+	// are aligned to the grid (its phase is (-s) mod steps), so that the
+	// Reads go out as far ahead as the schedule allows; which one of
+	// several such alternates with s.
+	__device__ u64 owner(u64 s) const {
+		const u64 S = steps_, G = run_warps();
+		return ((S - s % S) % S) * G / S + (s / S) % max(G / S, 1ull);
+	}
+
 	// poll completes the fills whose completions have arrived. Out of
 	// line, like the rest of the slow path: a loop step that is not a
 	// turn then costs one vote.
@@ -147,74 +187,137 @@ class read_ahead {
 				u64 unused;
 				queue::harvest(*q, ~0ull, &unused);
 			}
+			__syncwarp();  // every lane looks after the harvest
 			ready = __ballot_sync(full_warp_mask, done());
 			if (ready == 0) return;
 		}
 		complete(((ready >> (threadIdx.x & 31u)) & 1u) != 0);
 	}
 
-	// complete ends the fills of the lanes where mine is set: each waits
-	// for its Read's completion, then the warp copies the lines together
-	// and each lane publishes its own.
+	// complete ends the fills of the runs whose lead lane has mine set:
+	// the lead lane waits for its Read's completion, then the warp copies
+	// the lines together and each lane publishes its own (the lead lane
+	// retiring the Read's entry). The lead decides for its whole run, so
+	// no line of a Read outlives the entry its data sits in.
 	__device__ __noinline__ void complete(bool mine) {
 		const array_desc &d = *desc_;
+		const u32 lane = threadIdx.x & 31u;
+		const u32 asked = __ballot_sync(full_warp_mask, mine);
+		mine = queue_ != 0 && ((asked >> lead_) & 1u) != 0;
 		cache::handle h{0, false, 0, 0, 0};
-		if (mine) {
+		u32 st = 0;
+		u64 data = 0;
+		if (mine && lead_ == lane) {
 			const queue_desc &q = *reinterpret_cast<const queue_desc *>(queue_);
-			const u32 st = cache::end_read(d, q, ticket_, false, detail::globaltimer() + d.timeout_ns, &h);
+			u32 dw0;
+			if (!queue::wait(q, ticket_, detail::globaltimer() + d.timeout_ns, &st, &dw0, detail::abort_word(d))) {
+				st = status_timeout;
+			} else if (!queue::status_ok(st)) {
+				queue::retire(q, ticket_);
+			} else {
+				st = 0;
+				data = q.staging + ((ticket_ & (q.depth - 1)) << (d.line_shift + run_shift_));
+				h.queue = queue_;
+				h.ticket = ticket_;
+			}
+		}
+		const u32 from = mine ? lead_ : lane;
+		st = __shfl_sync(full_warp_mask, st, from);
+		data = __shfl_sync(full_warp_mask, data, from);
+		if (mine) {
+			if (st == 0) h.staging = data + (static_cast<u64>(lane - lead_) << d.line_shift);
 			cache::end_fill(d, way_, 0, st, line_ << shift_, cache::locate(d, line_), &h);
 			queue_ = 0;
 		}
 		copy_staged(d, h);
 	}
 
-	// issue asks for the lines lane 0 reads at steps k+steps+1 to
-	// k+2*steps, lane j for step k+steps+1+j, each only when that step
-	// reads the line's first element.
+	// issue asks for lines read at steps k+steps+1 to k+2*steps (see
+	// Schedule), each only at the step that reads its first element. The
+	// lanes that claim consecutive lines of one run on one namespace read
+	// them with one Read into one staging slot.
 	__device__ __noinline__ void issue(u64 k, u64 base, u64 stride) {
 		const array_desc &d = *desc_;
 		const u32 lane = threadIdx.x & 31u;
-		const u64 s = k + steps_ + 1 + lane;  // the step this lane asks for
-		const u64 i = base + (s - k) * stride;
-		const u64 line = i >> shift_;
-		// s * stride = i - (base - k * stride) is the first index the
-		// loop reads at step s; the line's first element must be read
-		// there too (it is not before: it is at most i).
-		const bool want = lane < steps_ && i < count_ && (line << shift_) >= i - (base - k * stride);
-		const u32 same = __match_any_sync(full_warp_mask, want ? line : ~0ull);
-		const bool first = want && static_cast<u32>(__ffs(same) - 1) == lane;
-		const queue_desc &q = reinterpret_cast<const queue_desc *>(d.queues)[d.nqueues + ((global_thread_id() >> 5) % queues_)];
+		const u64 b0 = base - k * stride;  // the index lane 0 reads at step 0
+		const u64 first = k + steps_ + 1;  // the first step asked for
+		// The steps it asks at: with one line a Read, every step of the
+		// window (each warp asks for its own lines, so a line whose first
+		// asker found no entry free gets another chance at the next
+		// turns); with several, those whose runs it owns.
+		const u32 asked = __ballot_sync(full_warp_mask, lane < steps_ && (run_shift_ == 0 || owns(b0, first + lane, stride)));
+		if (asked == 0) return;
+		// m lanes per step asked at (the first 32 / m), lane r for line r
+		// of the run its lane 0 reads in.
+		const u32 m = 1u << run_shift_, r = lane & (m - 1), n = lane >> run_shift_;
+		bool want = false;
+		u64 line = 0, i = 0;
+		if (n < static_cast<u32>(__popc(asked))) {
+			u32 rest = asked;
+			for (u32 c = 0; c < n; c++) rest &= rest - 1;
+			const u64 s = first + static_cast<u32>(__ffs(rest) - 1);
+			const u64 lo = s * stride;
+			if (lo < count_) {
+				const u64 hi = min(lo + stride, count_) - 1;
+				line = (((b0 + lo) >> shift_) & ~static_cast<u64>(m - 1)) + r;
+				i = line << shift_;
+				want = b0 + lo <= hi && i >= lo && i <= hi;
+			}
+		}
 		cache::where w{};
 		u64 way = 0;
 		bool mine = false;
-		if (first) {
+		if (want) {
 			w = cache::locate(d, line);
 			mine = cache::claim_absent(d, w, i, &way, 1);
 		}
-		const u32 claimers = __ballot_sync(full_warp_mask, mine);
-		if (claimers == 0) return;
-		if (mine) {
-			u64 t;
-			if (!queue::try_reserve_group(q, claimers, &t)) {
-				cache::unclaim(d, way);
-				return;
-			}
-			cache::start_read(d, q, t, w, way, false);
+		const u32 claimed = __ballot_sync(full_warp_mask, mine);
+		if (claimed == 0) return;
+		// Runs: a lane starts one unless the lane before it claimed the
+		// line before its own on the same namespace, in the same run.
+		const u64 blocks = 1ull << d.lba_shift;
+		const u64 prev_ns = __shfl_up_sync(full_warp_mask, w.nsid, 1), prev_lba = __shfl_up_sync(full_warp_mask, w.lba, 1);
+		const bool start = mine && (r == 0 || ((claimed >> (lane - 1)) & 1u) == 0 || prev_ns != w.nsid || prev_lba + blocks != w.lba);
+		const u32 starts = __ballot_sync(full_warp_mask, start);
+		const u32 lead = 31u - __clz(starts & (0xffffffffu >> (31u - lane)));  // for lanes that claimed
+		const queue_desc &q = reinterpret_cast<const queue_desc *>(d.queues)[d.nqueues + ((global_thread_id() >> 5) % queues_)];
+		u64 t = 0;
+		bool got = false;
+		if (start) got = queue::try_reserve_group(q, starts, &t);
+		const u32 granted = __ballot_sync(full_warp_mask, got);
+		t = __shfl_sync(full_warp_mask, t, mine ? lead : lane);
+		if (got) {
+			// The run: this lane and the claimers after it that start none.
+			const u32 len = static_cast<u32>(__ffs(~(((claimed & ~starts) >> lane) >> 1)));
+			u64 prp1, prp2;
+			queue::prps_bytes(q, t, static_cast<u64>(len) << d.line_shift,
+			                  q.staging_dma + ((t & (q.depth - 1)) << (d.line_shift + run_shift_)), &prp1, &prp2);
+			const nvme_command cmd = nvme_command::read_write(nvme_op_read, static_cast<u32>(w.nsid), w.lba, static_cast<u32>(len * blocks), prp1, prp2);
+			queue::issue(q, t, cmd);
+			detail::count(d, L::StatCommands, 1);
+		}
+		if (mine && ((granted >> lead) & 1u) == 0) {
+			cache::unclaim(d, way);  // no entry free at once: its reads fill it
+		} else if (mine) {
 			queue_ = reinterpret_cast<u64>(&q);
 			ticket_ = t;
 			way_ = way;
 			line_ = line;
+			lead_ = lead;
 		}
 	}
 
 	const array_desc *desc_;
 	u64 count_;
 	u32 steps_;
-	u32 shift_;  // log2 of elements per line
+	u32 shift_;      // log2 of elements per line
+	u32 run_shift_;  // log2 of lines per read-ahead Read at most
 	u32 phase_;
 	u32 queues_;  // read-ahead queue pairs used: 0 for none
 	bool started_;
-	// This lane's fill in flight: its queue (0: none), ticket, way and line.
+	// This lane's fill in flight: its queue (0: none), the Read's ticket
+	// and lead lane (which waits for it and retires it), way and line.
+	u32 lead_;
 	u64 queue_;
 	u64 ticket_;
 	u64 way_;

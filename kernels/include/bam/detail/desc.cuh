@@ -82,6 +82,9 @@ struct array_desc {
 	// Reads left in flight while their warp goes on never hold an entry
 	// another fill waits for.
 	u64 ahead_queues;
+	// Lines one read-ahead Read covers at most: each staging slot of the
+	// read-ahead pairs holds that many (a power of two, 1 to 32).
+	u64 ahead_lines;
 };
 
 namespace L = layout::engine;
@@ -137,6 +140,7 @@ BAM_CHECK_OFFSET(array_desc, copier, L::ArrayCopierOffset);
 BAM_CHECK_OFFSET(array_desc, copy_below, L::ArrayCopyBelowOffset);
 BAM_CHECK_OFFSET(array_desc, first_tag, L::ArrayFirstTagOffset);
 BAM_CHECK_OFFSET(array_desc, ahead_queues, L::ArrayAheadQueuesOffset);
+BAM_CHECK_OFFSET(array_desc, ahead_lines, L::ArrayAheadLinesOffset);
 static_assert(sizeof(array_desc) == L::ArrayDescBytes, "array_desc size disagrees with layout.go");
 #undef BAM_CHECK_OFFSET
 #endif

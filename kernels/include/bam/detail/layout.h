@@ -192,8 +192,10 @@ inline constexpr unsigned long long ArrayCopyBelowOffset = 176ull;
 inline constexpr unsigned long long ArrayFirstTagOffset = 184ull;
 /// Array descriptor: read-ahead queue pairs, after the others.
 inline constexpr unsigned long long ArrayAheadQueuesOffset = 192ull;
+/// Array descriptor: lines per read-ahead Read and per read-ahead staging slot.
+inline constexpr unsigned long long ArrayAheadLinesOffset = 200ull;
 /// Size of the array descriptor.
-inline constexpr unsigned long long ArrayDescBytes = 200ull;
+inline constexpr unsigned long long ArrayDescBytes = 208ull;
 /// Array argument (bam::array<T> by value): the array descriptor.
 inline constexpr unsigned long long ArrayArgDescOffset = 0ull;
 /// Array argument: the cache's tag array.
