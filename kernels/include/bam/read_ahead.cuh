@@ -208,18 +208,10 @@ class read_ahead {
 		u32 st = 0;
 		u64 data = 0;
 		if (mine && lead_ == lane) {
+			// end_read names a one-line slot; the run's slot holds m.
 			const queue_desc &q = *reinterpret_cast<const queue_desc *>(queue_);
-			u32 dw0;
-			if (!queue::wait(q, ticket_, detail::globaltimer() + d.timeout_ns, &st, &dw0, detail::abort_word(d))) {
-				st = status_timeout;
-			} else if (!queue::status_ok(st)) {
-				queue::retire(q, ticket_);
-			} else {
-				st = 0;
-				data = q.staging + ((ticket_ & (q.depth - 1)) << (d.line_shift + run_shift_));
-				h.queue = queue_;
-				h.ticket = ticket_;
-			}
+			st = cache::end_read(d, q, ticket_, false, detail::globaltimer() + d.timeout_ns, &h);
+			if (st == 0) data = q.staging + ((ticket_ & (q.depth - 1)) << (d.line_shift + run_shift_));
 		}
 		const u32 from = mine ? lead_ : lane;
 		st = __shfl_sync(full_warp_mask, st, from);
