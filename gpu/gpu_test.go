@@ -676,6 +676,21 @@ extern "C" __global__ void BAM_ARRAY_BOUNDS sum_read_ahead(bam::array<unsigned l
 	ra.finish();
 	atomicAdd(out, s);
 }
+extern "C" __global__ void BAM_ARRAY_BOUNDS sum_read_ahead_default(bam::array<unsigned long long> a, unsigned long long n,
+                                                                   unsigned long long *out, unsigned long long steps) {
+	const unsigned long long grid = (unsigned long long)gridDim.x * blockDim.x;
+	const unsigned lane = threadIdx.x & 31u;
+	unsigned long long s = 0;
+	bam::read_ahead<unsigned long long> ra(a);
+	unsigned long long k = 0;
+	for (unsigned long long base = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x - lane; base < n; base += grid, k++) {
+		ra.step(k, base, grid);
+		if (base + lane < n) s += a[base + lane];
+	}
+	ra.finish();
+	atomicAdd(out, s);
+	if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(out + 1, (unsigned long long)bam::read_ahead_steps(a) - steps);
+}
 extern "C" __global__ void BAM_ARRAY_BOUNDS add_stride(bam::array<unsigned long long> a, unsigned long long n, unsigned long long d) {
 	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
 		a.write(i, a[i] + d);
@@ -727,7 +742,7 @@ func TestGPUReadAhead(t *testing.T) {
 			defer s.Close()
 			n := int(4 * c.cacheBytes / 8)
 			a, vals, m := arrayWithKernels(ctx, t, s, "x", n, func(i int) uint64 { return uint64(i)*0x9e3779b97f4a7c15 + 7 }, "ra.cu", readAheadSrc)
-			out, err := gpu.NewBuffer(s, 8)
+			out, err := gpu.NewBuffer(s, 16)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -737,15 +752,17 @@ func TestGPUReadAhead(t *testing.T) {
 				grid  gpu.Dims
 				steps uint64
 				add   uint64 // a writing pass before: every element + add
+				def   bool   // read_ahead(a): steps is the default it should take
 			}{
-				{gpu.Dims{Grid: 132 * 4, Block: 256}, 16, 0}, // 264 lines a step
-				{gpu.Dims{Grid: 132 * 4, Block: 256}, 16, 0},
-				{gpu.Dims{Grid: 40, Block: 256}, 8, 3},      // 20 lines a step, after a writing pass
-				{gpu.Dims{Grid: 3, Block: 64}, 40, 0},       // 6 warps: a line spans 2-3 steps; more steps than lanes
-				{gpu.Dims{Grid: 1, Block: 32}, 5, 0},        // one warp: a line spans 16 steps
-				{gpu.Dims{Grid: 132 * 4, Block: 256}, 1, 5}, // every step a turn
-				{gpu.Dims{Grid: 17, Block: 96}, 32, 0},      // a stride that is no multiple of a line
-				{gpu.Dims{Grid: 132 * 4, Block: 256}, 0, 0}, // none ahead
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 16, 0, false}, // 264 lines a step
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 16, 0, false},
+				{gpu.Dims{Grid: 40, Block: 256}, 8, 3, false},      // 20 lines a step, after a writing pass
+				{gpu.Dims{Grid: 3, Block: 64}, 40, 0, false},       // 6 warps: a line spans 2-3 steps; more steps than lanes
+				{gpu.Dims{Grid: 1, Block: 32}, 5, 0, false},        // one warp: a line spans 16 steps
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 1, 5, false}, // every step a turn
+				{gpu.Dims{Grid: 17, Block: 96}, 32, 0, false},      // a stride that is no multiple of a line
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 0, 0, false}, // none ahead
+				{gpu.Dims{Grid: 132 * 4, Block: 256}, 16, 0, true}, // the default: 16 steps at 4 KiB lines
 			} {
 				if p.add != 0 {
 					if err := m.Launch(ctx, "add_stride", gpu.Dims{Grid: 132 * 4, Block: 256}, a, uint64(n), p.add); err != nil {
@@ -759,18 +776,25 @@ func TestGPUReadAhead(t *testing.T) {
 				for _, v := range want {
 					wantSum += v
 				}
-				b := make([]byte, 8)
+				b := make([]byte, 16)
 				if err := out.Write(b); err != nil {
 					t.Fatal(err)
 				}
-				if err := m.Launch(ctx, "sum_read_ahead", p.grid, a, uint64(n), out, p.steps); err != nil {
-					t.Fatalf("pass %d: sum_read_ahead(%v, %d steps): %v", pass, p.grid, p.steps, err)
+				kernel := "sum_read_ahead"
+				if p.def {
+					kernel = "sum_read_ahead_default"
+				}
+				if err := m.Launch(ctx, kernel, p.grid, a, uint64(n), out, p.steps); err != nil {
+					t.Fatalf("pass %d: %s(%v, %d steps): %v", pass, kernel, p.grid, p.steps, err)
 				}
 				if err := out.Read(b); err != nil {
 					t.Fatal(err)
 				}
 				if got := binary.LittleEndian.Uint64(b); got != wantSum {
-					t.Fatalf("pass %d: sum_read_ahead(%v, %d steps) = %#x, want %#x", pass, p.grid, p.steps, got, wantSum)
+					t.Fatalf("pass %d: %s(%v, %d steps) = %#x, want %#x", pass, kernel, p.grid, p.steps, got, wantSum)
+				}
+				if d := binary.LittleEndian.Uint64(b[8:]); p.def && d != 0 {
+					t.Fatalf("pass %d: read_ahead_steps = %d, want %d", pass, p.steps+d, p.steps)
 				}
 			}
 			got := make([]uint64, n)

@@ -687,13 +687,13 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq_ahead(bam::array<u64> a, u64 
 
 // bam_bench_sum_seq_read_ahead is bam_bench_sum_seq's coalesced pass with
 // bam::read_ahead: each warp issues the Reads of its lines steps grid
-// steps ahead and goes on, completing them at later steps. Launch whole
-// warps.
+// steps ahead (0: bam::read_ahead_steps, the default for the line size)
+// and goes on, completing them at later steps. Launch whole warps.
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_sum_seq_read_ahead(bam::array<u64> a, u64 n, u64 steps, u64 *out) {
 	const u64 grid = bam::grid_threads();
 	const u32 lane = threadIdx.x & 31u;
 	u64 s = 0;
-	bam::read_ahead<u64> ra(a, static_cast<u32>(steps));
+	bam::read_ahead<u64> ra(a, steps != 0 ? static_cast<u32>(steps) : bam::read_ahead_steps(a));
 	u64 k = 0;
 	for (u64 base = bam::global_thread_id() - lane; base < n; base += grid, k++) {
 		ra.step(k, base, grid);

@@ -1,7 +1,7 @@
 // bam/read_ahead.cuh: bam::read_ahead<T>, the read-ahead of a grid-stride
 // loop of one element per thread over a bam::array<T>:
 //
-//	bam::read_ahead<u64> ra(a, 16);
+//	bam::read_ahead<u64> ra(a);   // or ra(a, steps)
 //	u64 k = 0;
 //	for (u64 base = bam::global_thread_id() - lane; base < n; base += grid, k++) {
 //		ra.step(k, base, grid);
@@ -48,6 +48,16 @@
 // no entry free is filled by its readers, waiting
 // (bench/results/logs/c1-read-ahead-runs-H200-20261125.txt).
 //
+// How far. The constructor without steps takes read_ahead_steps(a): 16
+// steps for lines of 4 KiB and less, 24 for 8 KiB, 32 for 16 KiB and more.
+// A grid step reads fewer lines the longer they are, and the longer lines
+// wanted more steps in flight. Measured (H200 host, 64 read-ahead pairs,
+// 3 passes each, steps interleaved in one call): 4 KiB lines 14 steps
+// 44.4-48.6 GB/s, 16 steps 42.2-48.0, 18 steps 37.4-41.9; 8 KiB lines 16
+// steps 46.0-47.4, 24 steps 47.7-48.0, 32 steps 45.9-47.2; 64 KiB lines 16
+// steps 37.9-39.9, 24 steps 42.7-45.1, 32 steps 45.2-47.3
+// (bench/results/logs/c1-read-ahead-steps-H200-20261125.txt).
+//
 // Progress. A fill left in flight holds its way BUSY, and any thread that
 // reads the line waits for it. A line is read ahead only for the step at
 // which the loop reads its first element, and its issuer completes it
@@ -78,8 +88,15 @@
 namespace bam {
 
 template <typename T>
+__device__ __forceinline__ u32 read_ahead_steps(const array<T> &a);
+
+template <typename T>
 class read_ahead {
    public:
+	// read_ahead prepares the read-ahead of a's grid-stride loop, asking
+	// for the lines of read_ahead_steps(a) steps at a time.
+	__device__ explicit read_ahead(const array<T> &a) : read_ahead(a, read_ahead_steps(a)) {}
+
 	// read_ahead prepares the read-ahead of a's grid-stride loop, asking
 	// for the lines of `steps` steps at a time (at most 32; 0: none).
 	__device__ read_ahead(const array<T> &a, u32 steps) : desc_(a.desc), count_(a.size()) {
@@ -315,6 +332,15 @@ class read_ahead {
 	u64 way_;
 	u64 line_;
 };
+
+// read_ahead_steps is how many grid steps a read_ahead over a asks for at
+// a time by default (see How far): 16 for lines of 4 KiB and less, 24 for
+// 8 KiB, 32 for 16 KiB and more.
+template <typename T>
+__device__ __forceinline__ u32 read_ahead_steps(const array<T> &a) {
+	const u64 shift = a.desc->line_shift;
+	return shift <= 12 ? 16u : shift == 13 ? 24u : 32u;
+}
 
 }  // namespace bam
 
