@@ -166,7 +166,8 @@ const DefaultReadAheadQueues = 64
 
 // seqReadAheadSteps is how many grid steps the seq_read_ahead order's
 // warps ask for at a time: 0, bam::read_ahead_steps' default for the line
-// size (16 steps at 4 KiB lines, 24 at 8 KiB, 32 at 16 KiB and more).
+// size (16 steps at 4 KiB lines, 24 at 8 and 16 KiB, 32 at 32 KiB and
+// more).
 const seqReadAheadSteps = 0
 
 // gatherSchedule is how the warps of coldGather's range and random orders
@@ -516,7 +517,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	if len(failed) > 0 {
 		c1.Params["failed"] = failed
 	}
-	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); seq_read_ahead: the same pass with bam::read_ahead, each warp issuing the Reads of its lines S+1 to 2S grid steps ahead every S steps and completing them at later steps, S = 16 at 4 KiB lines, 24 at 8 KiB, 32 at 16 KiB and more (bam::read_ahead_steps; 4 KiB and larger lines); range: the same elements in order, warps taking them a line at a time from a counter as they finish (bam::for_range with a work counter, as the engine's ReadRange, Sum and Gather do); random: one warp per line, the positions of a pseudo-random permutation of the lines taken the same way, every element read; range and random keep at most half of the cache's lines in flight, and each warp fills its next lines ahead of its reads (ahead, bam::array::prefetch) as far as that allows"
+	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); seq_read_ahead: the same pass with bam::read_ahead, each warp issuing the Reads of its lines S+1 to 2S grid steps ahead every S steps and completing them at later steps, S = 16 at 4 KiB lines, 24 at 8 and 16 KiB, 32 at 32 KiB and more (bam::read_ahead_steps; 4 KiB and larger lines); range: the same elements in order, warps taking them a line at a time from a counter as they finish (bam::for_range with a work counter, as the engine's ReadRange, Sum and Gather do); random: one warp per line, the positions of a pseudo-random permutation of the lines taken the same way, every element read; range and random keep at most half of the cache's lines in flight, and each warp fills its next lines ahead of its reads (ahead, bam::array::prefetch) as far as that allows"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
 	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()
