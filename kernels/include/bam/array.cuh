@@ -137,6 +137,16 @@ __device__ __forceinline__ constexpr u32 elem_shift() {
 	return sizeof(T) == 1 ? 0 : sizeof(T) == 2 ? 1 : sizeof(T) == 4 ? 2 : sizeof(T) == 8 ? 3 : 4;
 }
 
+// turn_phase is the phase of the calling warp's turns in a grid-stride
+// loop's read-ahead (array<T>::prefetch_steps, bam::read_ahead): the warp
+// takes its turn at the steps k with (k + phase) % steps == 0. The
+// `sharing` warps that read one line (or run of lines) at each step are
+// consecutive; their phases are spread evenly over the steps, so that each
+// asks for as many new lines as the others.
+__device__ __forceinline__ u64 turn_phase(u64 sharing, u32 steps) {
+	return ((global_thread_id() >> 5) % sharing) * steps / sharing;
+}
+
 // split returns element i's line and its byte offset in the line, for
 // lines of 2^line_shift bytes.
 template <typename T>
@@ -409,13 +419,10 @@ class array {
 	__device__ __forceinline__ void prefetch_steps(u64 k, u64 base, u64 stride, u32 steps) const {
 		steps = min(steps, 32u);
 		if (steps == 0) return;
-		// The warps whose 32 elements share a line at each step are
-		// consecutive: their phases are spread evenly over the steps, so
-		// that each asks for as many new lines as the others.
+		// The warps whose 32 elements share a line at each step.
 		const u32 shift = static_cast<u32>(hot.line_shift) - detail::elem_shift<T>();
 		const u64 sharing = shift > 5 ? 1ull << (shift - 5) : 1ull;
-		const u64 phase = ((global_thread_id() >> 5) % sharing) * steps / sharing;
-		if ((k + phase) % steps != 0) return;
+		if ((k + detail::turn_phase(sharing, steps)) % steps != 0) return;
 		const u32 lane = threadIdx.x & 31u;
 		prefetch(lane < steps ? base + (lane + 1) * stride : ~0ull);
 	}

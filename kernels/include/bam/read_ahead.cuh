@@ -112,10 +112,7 @@ class read_ahead {
 			// A quarter of the cache's lines in flight at most.
 			queues_ = static_cast<u32>(min(d.ahead_queues, (d.sets * d.ways / 4) / (qs[0].depth << run_shift_)));
 		}
-		// The warps that read a run's elements at each step are
-		// consecutive: their phases are spread evenly over the steps, so
-		// that each asks for as many runs as the others.
-		phase_ = steps_ == 0 ? 0 : static_cast<u32>(((global_thread_id() >> 5) % run_warps()) * steps_ / run_warps());
+		phase_ = steps_ == 0 ? 0 : static_cast<u32>(detail::turn_phase(run_warps(), steps_));
 		started_ = false;
 		lead_ = 0;
 		queue_ = 0;
