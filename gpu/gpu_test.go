@@ -662,12 +662,12 @@ func TestGPUForRange(t *testing.T) {
 
 const readAheadSrc = `
 #include "bam/read_ahead.cuh"
-extern "C" __global__ void BAM_ARRAY_BOUNDS sum_read_ahead(bam::array<unsigned long long> a, unsigned long long n,
-                                                           unsigned long long *out, unsigned long long steps) {
+// sum_with adds a's elements [0, n) into *out in a grid-stride loop read ahead by ra.
+__device__ void sum_with(bam::array<unsigned long long> a, unsigned long long n, unsigned long long *out,
+                         bam::read_ahead<unsigned long long> &ra) {
 	const unsigned long long grid = (unsigned long long)gridDim.x * blockDim.x;
 	const unsigned lane = threadIdx.x & 31u;
 	unsigned long long s = 0;
-	bam::read_ahead<unsigned long long> ra(a, (unsigned)steps);
 	unsigned long long k = 0;
 	for (unsigned long long base = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x - lane; base < n; base += grid, k++) {
 		ra.step(k, base, grid);
@@ -676,19 +676,17 @@ extern "C" __global__ void BAM_ARRAY_BOUNDS sum_read_ahead(bam::array<unsigned l
 	ra.finish();
 	atomicAdd(out, s);
 }
+extern "C" __global__ void BAM_ARRAY_BOUNDS sum_read_ahead(bam::array<unsigned long long> a, unsigned long long n,
+                                                           unsigned long long *out, unsigned long long steps) {
+	bam::read_ahead<unsigned long long> ra(a, (unsigned)steps);
+	sum_with(a, n, out, ra);
+}
+// sum_read_ahead_default is sum_read_ahead with read_ahead's default steps;
+// out[1] gets read_ahead_steps(a) - steps.
 extern "C" __global__ void BAM_ARRAY_BOUNDS sum_read_ahead_default(bam::array<unsigned long long> a, unsigned long long n,
                                                                    unsigned long long *out, unsigned long long steps) {
-	const unsigned long long grid = (unsigned long long)gridDim.x * blockDim.x;
-	const unsigned lane = threadIdx.x & 31u;
-	unsigned long long s = 0;
 	bam::read_ahead<unsigned long long> ra(a);
-	unsigned long long k = 0;
-	for (unsigned long long base = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x - lane; base < n; base += grid, k++) {
-		ra.step(k, base, grid);
-		if (base + lane < n) s += a[base + lane];
-	}
-	ra.finish();
-	atomicAdd(out, s);
+	sum_with(a, n, out, ra);
 	if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(out + 1, (unsigned long long)bam::read_ahead_steps(a) - steps);
 }
 extern "C" __global__ void BAM_ARRAY_BOUNDS add_stride(bam::array<unsigned long long> a, unsigned long long n, unsigned long long d) {
