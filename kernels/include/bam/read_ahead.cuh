@@ -50,10 +50,10 @@
 //
 // How far. The constructor without steps takes read_ahead_steps(a): 16
 // steps for lines of 4 KiB and less, 24 for 8 and 16 KiB, 32 for 32 KiB
-// and more.
-// A grid step reads fewer lines the longer they are, and the longer lines
-// wanted more steps in flight. Measured (H200 host, 64 read-ahead pairs,
-// 3 passes each, steps interleaved in one call): 4 KiB lines 14 steps
+// and more. A grid step reads fewer lines the longer they are, and the
+// longer lines wanted more steps in flight. Measured (H200 host, 64
+// read-ahead pairs, medians of 3 passes, three of them for each count,
+// the counts of a line size interleaved in one call): 4 KiB lines 14 steps
 // 44.4-48.6 GB/s, 16 steps 42.2-48.0, 18 steps 37.4-41.9; 8 KiB lines 16
 // steps 46.0-47.4, 24 steps 47.7-48.0, 32 steps 45.9-47.2; 16 KiB lines 16
 // steps 39.9-46.2, 24 steps 45.3-46.0, 32 steps 40.9-43.7; 64 KiB lines 16
@@ -337,7 +337,7 @@ class read_ahead {
 // 8 and 16 KiB, 32 for 32 KiB and more.
 template <typename T>
 __device__ __forceinline__ u32 read_ahead_steps(const array<T> &a) {
-	const u64 shift = a.desc->line_shift;
+	const u64 shift = a.hot.line_shift;
 	return shift <= 12 ? 16u : shift <= 14 ? 24u : 32u;
 }
 
