@@ -81,14 +81,16 @@ type Options struct {
 	QueueDepth int
 
 	// ReadAheadQueuePairs, on the GPU engine, gives the cache that many
-	// more queue pairs for the Reads of bam::read_ahead, which then goes
-	// on while they are in flight instead of waiting for them. Default
-	// 0: none.
+	// more queue pairs for Reads of several consecutive lines: those of
+	// bam::read_ahead, which then goes on while they are in flight
+	// instead of waiting for them, and those of range passes (ReadRange,
+	// Sum, bam::for_range) whose warps fill consecutive lines at once.
+	// Default 32; negative: none.
 	ReadAheadQueuePairs int
 
-	// ReadAheadReadBytes, on the GPU engine, is the most one Read of
-	// bam::read_ahead covers (consecutive lines of one grid step, read
-	// with one command): a power of two up to 1 MiB. Default 8 KiB.
+	// ReadAheadReadBytes, on the GPU engine, is the most one Read on the
+	// read-ahead pairs covers (consecutive lines read with one command):
+	// a power of two up to 1 MiB. Default 8 KiB.
 	ReadAheadReadBytes int
 
 	// Engine picks the CPU or GPU engine. Default EngineAuto.

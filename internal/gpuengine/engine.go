@@ -40,21 +40,21 @@ type Config struct {
 	// (bench/results/logs/q2-target-side-H200-20261125.txt).
 	QueuePairs int
 	// ReadAheadQueuePairs is the number of queue pairs each cache keeps,
-	// besides its QueuePairs, for the Reads of bam::read_ahead: a
-	// read-ahead leaves its Reads in flight while its warp goes on, so
-	// they must not hold entries that other fills wait for
-	// (kernels/include/bam/read_ahead.cuh). Default 0: none, and
-	// bam::read_ahead then waits for its fills as prefetch_steps does.
-	// On the H200 host a cold one-element-per-thread pass over 4 KiB
-	// lines moved 24.9, 33.1 and 42.4-45.8 GB/s with 16, 32 and 64 pairs
-	// and 38.2 with 128, against 42.2-44.5 waiting (45.8 against 42.2 in
-	// one run): too little gain to spend the pairs and their pinned
-	// staging by default.
+	// besides its QueuePairs, for Reads of several consecutive lines
+	// (slots of ReadAheadReadBytes): those of bam::read_ahead, which
+	// leaves them in flight while its warp goes on, so they must not hold
+	// entries that other fills wait for (kernels/include/bam/read_ahead.cuh),
+	// and those of a warp filling consecutive lines at once (bam::for_range
+	// ahead, the engine's range passes; kernels/include/bam/array.cuh,
+	// fill_runs). Default DefaultReadAheadQueuePairs; negative: none, and
+	// then bam::read_ahead waits for its fills as prefetch_steps does and
+	// every fill reads one line.
 	ReadAheadQueuePairs int
-	// ReadAheadReadBytes is the most one Read of bam::read_ahead covers:
-	// a warp reads the consecutive lines of one grid step that it asks
-	// for with one command, so the Target decodes, copies and completes
-	// them, and a warp harvests them, once. The read-ahead pairs' staging
+	// ReadAheadReadBytes is the most one Read on the read-ahead pairs
+	// covers: a warp reads the consecutive lines of one grid step that it
+	// asks for (bam::read_ahead), or that it fills at once (fill_runs),
+	// with one command, so the Target decodes, copies and completes them,
+	// and a warp harvests them, once. The read-ahead pairs' staging
 	// slots hold that many bytes each, and the pairs have as many fewer
 	// entries (at least 2), so their pinned staging stays that of
 	// QueueDepth lines. A power of two; below the line size it is the
@@ -145,6 +145,16 @@ const (
 	DefaultQueuePairs      = 64
 	DefaultQueueDepth      = 256
 	DefaultFillCopierWarps = 256
+	// DefaultReadAheadQueuePairs is Config.ReadAheadQueuePairs' default.
+	// On the H200 host, a cold range pass over 4 KiB lines whose warps
+	// fill three lines ahead (C1's range order) moved 49.8-50.0 GB/s with
+	// two lines a Read against 48.3-49.1 with one Read a line, and a cold
+	// one-element-per-thread pass with bam::read_ahead 42.4-45.8 GB/s with
+	// 64 pairs against 42.2-44.5 waiting, 32 pairs measuring as fast as 64
+	// (bench/results/logs/c1-range-runs-H200-20261125.txt,
+	// c1-read-ahead-steps-H200-20261125.txt). Each pair holds pinned
+	// staging of QueueDepth lines.
+	DefaultReadAheadQueuePairs = 32
 	// DefaultReadAheadReadBytes is Config.ReadAheadReadBytes' default:
 	// on the H200 host a cold one-element-per-thread pass over 4 KiB
 	// lines moved 46.3-48.5 GB/s with Reads of 8 KiB, 44.3-47.1 with 16
@@ -281,6 +291,9 @@ func (c *Config) fill() error {
 	}
 	if c.MirrorRun == 0 {
 		c.MirrorRun = DefaultMirrorRun
+	}
+	if c.ReadAheadQueuePairs == 0 {
+		c.ReadAheadQueuePairs = DefaultReadAheadQueuePairs
 	}
 	if c.ReadAheadReadBytes == 0 {
 		c.ReadAheadReadBytes = DefaultReadAheadReadBytes

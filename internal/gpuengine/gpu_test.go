@@ -414,8 +414,16 @@ func TestGPUFaults(t *testing.T) {
 // bam::fill_ahead = 3 ahead). A failed status and a dropped command among
 // the fills reach Go as errors, and the next read returns every element.
 func TestGPUFaultsFillAhead(t *testing.T) {
+	// With read-ahead pairs (the default) a warp's consecutive lines go
+	// out as Reads of two lines (fill_runs), whose failures fail both.
+	for _, pairs := range []int{0, -1} {
+		t.Run(fmt.Sprintf("read-ahead-pairs=%d", pairs), func(t *testing.T) { testFaultsFillAhead(t, pairs) })
+	}
+}
+
+func testFaultsFillAhead(t *testing.T, pairs int) {
 	const seed = 7
-	r := newRig(t, Config{CacheBytes: 512 << 20, Timeout: 500 * time.Millisecond}, 1, 16<<20, seed)
+	r := newRig(t, Config{CacheBytes: 512 << 20, Timeout: 500 * time.Millisecond, ReadAheadQueuePairs: pairs}, 1, 16<<20, seed)
 	ctx := ctxT(t)
 	buf := make([]byte, r.n*8)
 	check := func(what string) {
@@ -461,6 +469,80 @@ func TestGPUFaultsFillAhead(t *testing.T) {
 		check("after " + c.name)
 	}
 	checkGenerations(t, r.e)
+}
+
+// TestGPURangeRuns reads an array of one namespace through a cache an
+// eighth of it with ReadRange, whose warps fill three consecutive lines at
+// once: with read-ahead pairs of two- and four-line slots those go out as
+// Reads of several lines (fewer commands than fills), without them one
+// Read a line; every element comes back either way, and so do the
+// elements written between the two passes, whose lines the second pass's
+// fills evict dirty.
+func TestGPURangeRuns(t *testing.T) {
+	const seed = 11
+	elems := uint64(8 << 20) // 64 MiB of u64 through an 8 MiB cache
+	if testing.Short() {
+		elems = 1 << 20
+	}
+	for _, c := range []struct {
+		pairs, readBytes int
+		merged           bool
+	}{
+		{0, 0, true}, {4, 16 << 10, true}, {-1, 0, false},
+	} {
+		t.Run(fmt.Sprintf("pairs=%d,read=%d", c.pairs, c.readBytes), func(t *testing.T) {
+			r := newRig(t, Config{CacheBytes: elems, ReadAheadQueuePairs: c.pairs, ReadAheadReadBytes: c.readBytes, Timeout: time.Minute}, 1, elems, seed)
+			ctx := ctxT(t)
+			want := make([]uint64, r.n)
+			for i := range want {
+				want[i] = kernels.Pattern64(seed, uint64(i))
+			}
+			buf := make([]byte, r.n*8)
+			for round := 0; round < 2; round++ {
+				if round == 0 {
+					if err := r.e.Invalidate(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before, err := r.e.Stats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.arr.ReadRange(ctx, 0, buf); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				after, err := r.e.Stats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if got := binary.LittleEndian.Uint64(buf[i*8:]); got != want[i] {
+						t.Fatalf("round %d: element %d = %#x, want %#x", round, i, got, want[i])
+					}
+				}
+				fills, cmds := after.Fills-before.Fills, after.Commands-before.Commands
+				t.Logf("round %d: %d fills, %d commands", round, fills, cmds)
+				// All lines but those the cache holds (none, cold).
+				if held := uint64(round) * elems / 4096; fills+held < r.lines {
+					t.Fatalf("round %d: %d fills for a read of %d lines", round, fills, r.lines)
+				}
+				if c.merged != (cmds < fills) {
+					t.Fatalf("round %d: %d commands for %d fills, merged %v", round, cmds, fills, c.merged)
+				}
+				// Rewrite a stretch in the middle: the next round's
+				// fills evict those lines dirty.
+				lo := r.n / 3
+				part := make([]byte, (r.n/8)*8)
+				for i := uint64(0); i < r.n/8; i++ {
+					want[lo+i] = want[lo+i]*5 + uint64(round)
+					binary.LittleEndian.PutUint64(part[i*8:], want[lo+i])
+				}
+				if err := r.arr.WriteRange(ctx, lo, part); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // A launch whose context ends stops at once: the kernel's waits read the

@@ -105,7 +105,7 @@ class read_ahead {
 		const array_desc &d = *desc_;
 		steps_ = min(steps, 32u);
 		shift_ = static_cast<u32>(d.line_shift) - detail::elem_shift<T>();
-		run_shift_ = d.ahead_lines > 1 ? static_cast<u32>(__ffsll(static_cast<long long>(min(d.ahead_lines, 32ull)))) - 1 : 0;
+		run_shift_ = run_shift(d);
 		queues_ = 0;
 		if (d.ahead_queues != 0) {
 			const queue_desc *qs = reinterpret_cast<const queue_desc *>(d.queues) + d.nqueues;
@@ -227,7 +227,7 @@ class read_ahead {
 			// end_read names a one-line slot; the run's slot holds m.
 			const queue_desc &q = *reinterpret_cast<const queue_desc *>(queue_);
 			st = cache::end_read(d, q, ticket_, false, detail::globaltimer() + d.timeout_ns, &h);
-			if (st == 0) data = q.staging + ((ticket_ & (q.depth - 1)) << (d.line_shift + run_shift_));
+			if (st == 0) data = run_slot(d, q, q.staging, ticket_, run_shift_);
 		}
 		const u32 from = mine ? lead_ : lane;
 		st = __shfl_sync(full_warp_mask, st, from);
@@ -296,13 +296,7 @@ class read_ahead {
 		t = __shfl_sync(full_warp_mask, t, mine ? lead : lane);
 		if (got) {
 			// The run: this lane and the claimers after it that start none.
-			const u32 len = static_cast<u32>(__ffs(~(((claimed & ~starts) >> lane) >> 1)));
-			u64 prp1, prp2;
-			queue::prps_bytes(q, t, static_cast<u64>(len) << d.line_shift,
-			                  q.staging_dma + ((t & (q.depth - 1)) << (d.line_shift + run_shift_)), &prp1, &prp2);
-			const nvme_command cmd = nvme_command::read_write(nvme_op_read, static_cast<u32>(w.nsid), w.lba, static_cast<u32>(len * blocks), prp1, prp2);
-			queue::issue(q, t, cmd);
-			detail::count(d, L::StatCommands, 1);
+			issue_run(d, q, t, w, static_cast<u32>(__ffs(~(((claimed & ~starts) >> lane) >> 1))));
 		}
 		if (mine && ((granted >> lead) & 1u) == 0) {
 			cache::unclaim(d, way);  // no entry free at once: its reads fill it
