@@ -471,18 +471,21 @@ func testFaultsFillAhead(t *testing.T, pairs int) {
 	checkGenerations(t, r.e)
 }
 
-// TestGPURangeRuns reads an array of one namespace through a cache an
-// eighth of it with ReadRange, whose warps fill three consecutive lines at
-// once: with read-ahead pairs of two- and four-line slots those go out as
-// Reads of several lines (fewer commands than fills), without them one
-// Read a line; every element comes back either way, and so do the
-// elements written between the two passes, whose lines the second pass's
-// fills evict dirty.
+// TestGPURangeRuns reads an array of one namespace with ReadRange, whose
+// warps fill their next lines at once: with read-ahead pairs of two- and
+// four-line slots those go out as Reads of several lines (fewer commands
+// than fills), without them one Read a line. Every element comes back
+// either way, and so do the elements written between the two passes,
+// whose lines the second pass's fills evict dirty (data twice the cache;
+// with -short, for the sanitizers, less data than the cache). The cache
+// is large enough that half of it holds two lines for each of the launch's
+// warps (16896 on an H200), so that each warp fills two lines ahead.
 func TestGPURangeRuns(t *testing.T) {
 	const seed = 11
-	elems := uint64(8 << 20) // 64 MiB of u64 through an 8 MiB cache
+	const cacheBytes = 320 << 20
+	elems := uint64(2*cacheBytes) / 8
 	if testing.Short() {
-		elems = 1 << 20
+		elems = 16 << 20
 	}
 	for _, c := range []struct {
 		pairs, readBytes int
@@ -491,7 +494,7 @@ func TestGPURangeRuns(t *testing.T) {
 		{0, 0, true}, {4, 16 << 10, true}, {-1, 0, false},
 	} {
 		t.Run(fmt.Sprintf("pairs=%d,read=%d", c.pairs, c.readBytes), func(t *testing.T) {
-			r := newRig(t, Config{CacheBytes: elems, ReadAheadQueuePairs: c.pairs, ReadAheadReadBytes: c.readBytes, Timeout: time.Minute}, 1, elems, seed)
+			r := newRig(t, Config{CacheBytes: cacheBytes, ReadAheadQueuePairs: c.pairs, ReadAheadReadBytes: c.readBytes, Timeout: time.Minute}, 1, elems, seed)
 			ctx := ctxT(t)
 			want := make([]uint64, r.n)
 			for i := range want {
@@ -523,10 +526,10 @@ func TestGPURangeRuns(t *testing.T) {
 				fills, cmds := after.Fills-before.Fills, after.Commands-before.Commands
 				t.Logf("round %d: %d fills, %d commands", round, fills, cmds)
 				// All lines but those the cache holds (none, cold).
-				if held := uint64(round) * elems / 4096; fills+held < r.lines {
+				if held := uint64(round) * min(r.lines, cacheBytes/4096); fills+held < r.lines {
 					t.Fatalf("round %d: %d fills for a read of %d lines", round, fills, r.lines)
 				}
-				if c.merged != (cmds < fills) {
+				if fills > 0 && c.merged != (cmds < fills) { // -short's second pass: all hits
 					t.Fatalf("round %d: %d commands for %d fills, merged %v", round, cmds, fills, c.merged)
 				}
 				// Rewrite a stretch in the middle: the next round's
