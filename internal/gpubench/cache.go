@@ -35,7 +35,7 @@ type CacheParams struct {
 	// ReadAheadQueues is the read-ahead queue pairs of the cache
 	// (gpuengine.Config.ReadAheadQueuePairs; default
 	// DefaultReadAheadQueues, negative none), used by the seq_read_ahead
-	// order.
+	// order's Reads and by the range order's Reads of consecutive lines.
 	ReadAheadQueues int
 	// Lookups is the number of lookups of each C4 lookup run (default 16Mi).
 	Lookups int
@@ -160,9 +160,12 @@ func (a *arig) sumRun(ctx context.Context, name string, cfg cuda.LaunchConfig, w
 	return d, nil
 }
 
-// DefaultReadAheadQueues is CacheParams.ReadAheadQueues' default: of 16,
-// 32, 64 and 128, 64 moved the seq_read_ahead order fastest (H200 host).
-const DefaultReadAheadQueues = 64
+// DefaultReadAheadQueues is CacheParams.ReadAheadQueues' default: the
+// engine's (gpuengine.DefaultReadAheadQueuePairs), which serve the range
+// order's Reads of consecutive lines as well as seq_read_ahead's; 32 and
+// 64 pairs moved both orders alike (H200 host,
+// bench/results/logs/c1-range-runs-H200-20261125.txt).
+const DefaultReadAheadQueues = gpuengine.DefaultReadAheadQueuePairs
 
 // seqReadAheadSteps is how many grid steps the seq_read_ahead order's
 // warps ask for at a time: 0, bam::read_ahead_steps' default for the line
@@ -517,7 +520,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	if len(failed) > 0 {
 		c1.Params["failed"] = failed
 	}
-	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); seq_read_ahead: the same pass with bam::read_ahead, each warp issuing the Reads of its lines S+1 to 2S grid steps ahead every S steps and completing them at later steps, S = 16 at 4 KiB lines, 24 at 8 and 16 KiB, 32 at 32 KiB and more (bam::read_ahead_steps; 4 KiB and larger lines); range: the same elements in order, warps taking them a line at a time from a counter as they finish (bam::for_range with a work counter, as the engine's ReadRange, Sum and Gather do); random: one warp per line, the positions of a pseudo-random permutation of the lines taken the same way, every element read; range and random keep at most half of the cache's lines in flight, and each warp fills its next lines ahead of its reads (ahead, bam::array::prefetch) as far as that allows"
+	c1.Params["orders"] = "seq: thread i reads element i (grid-stride); seq_read_ahead: the same pass with bam::read_ahead, each warp issuing the Reads of its lines S+1 to 2S grid steps ahead every S steps and completing them at later steps, S = 16 at 4 KiB lines, 24 at 8 and 16 KiB, 32 at 32 KiB and more (bam::read_ahead_steps; 4 KiB and larger lines); range: the same elements in order, warps taking them a line at a time from a counter as they finish (bam::for_range with a work counter, as the engine's ReadRange, Sum and Gather do); random: one warp per line, the positions of a pseudo-random permutation of the lines taken the same way, every element read; range and random keep at most half of the cache's lines in flight, and each warp fills its next lines ahead of its reads (ahead, bam::array::prefetch) as far as that allows, consecutive lines (the range order's) with one Read of up to ReadAheadReadBytes (8 KiB) on the read-ahead pairs"
 	c1.Params["figure"] = "bytes of lines filled from storage per second of kernel time (cold cache: invalidated before every run); the sum of all elements is checked every run"
 	c1.Params["routes"] = "unsuffixed: auto, the default route, today the bounce route: staging slots the requesting warp group copies into the line, or a fill copier warp for groups of fewer than 16 lanes; _lane_copy: the same with the fill copier off (small groups copy alone); _copy_engine: the Target copies into the line with cuMemcpyHtoDAsync and a stream synchronisation before it completes the command"
 	c1.Params["elapsed_s"] = time.Since(t0).Seconds()
