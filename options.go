@@ -85,7 +85,8 @@ type Options struct {
 	// bam::read_ahead, which then goes on while they are in flight
 	// instead of waiting for them, and those of range passes (ReadRange,
 	// Sum, bam::for_range) whose warps fill consecutive lines at once.
-	// Default 32; negative: none.
+	// Default 64, each holding as much pinned staging memory as one of
+	// QueuePairs; negative: none.
 	ReadAheadQueuePairs int
 
 	// ReadAheadReadBytes, on the GPU engine, is the most one Read on the

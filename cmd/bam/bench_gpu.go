@@ -138,7 +138,7 @@ func runBenchGPUCache(ctx context.Context, e *env, args []string) error {
 	queues := fs.Int("queues", 0, "queue pairs (default 64)")
 	depth := fs.Int("depth", 0, "entries per queue (default: the engine's for each line size, 256 cut to keep staging within 64 MiB)")
 	workers := fs.Int("workers", 0, "Target host threads (default min(GOMAXPROCS, queues))")
-	raQueues := fs.Int("read-ahead-queues", 0, "read-ahead queue pairs of the cache, for bam::read_ahead and Reads of consecutive lines (default 32, the engine's; negative for none)")
+	raQueues := fs.Int("read-ahead-queues", 0, "read-ahead queue pairs of the cache, for bam::read_ahead and Reads of consecutive lines (default 64, the engine's; negative for none)")
 	lookups := fs.String("lookups", "", "lookups per C4 lookup run (default 16M)")
 	noAbl := fs.Bool("no-ablations", false, "skip C4")
 	ahead := fs.Int("ahead", 0, "lines each warp fills at once in the range and random orders (default: the device library's bam::fill_ahead; 1 for none ahead of the reads)")

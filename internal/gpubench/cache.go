@@ -162,8 +162,8 @@ func (a *arig) sumRun(ctx context.Context, name string, cfg cuda.LaunchConfig, w
 
 // DefaultReadAheadQueues is CacheParams.ReadAheadQueues' default: the
 // engine's (gpuengine.DefaultReadAheadQueuePairs), which serve the range
-// order's Reads of consecutive lines as well as seq_read_ahead's; 32 and
-// 64 pairs moved both orders alike (H200 host,
+// order's Reads of consecutive lines as well as seq_read_ahead's (64; 32
+// moved seq_read_ahead over 64 KiB lines 8-20 % slower on the H200 host,
 // bench/results/logs/c1-range-runs-H200-20261125.txt).
 const DefaultReadAheadQueues = gpuengine.DefaultReadAheadQueuePairs
 

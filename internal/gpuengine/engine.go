@@ -148,13 +148,14 @@ const (
 	// DefaultReadAheadQueuePairs is Config.ReadAheadQueuePairs' default.
 	// On the H200 host, a cold range pass over 4 KiB lines whose warps
 	// fill three lines ahead (C1's range order) moved 49.8-50.0 GB/s with
-	// two lines a Read against 48.3-49.1 with one Read a line, and a cold
-	// one-element-per-thread pass with bam::read_ahead 42.4-45.8 GB/s with
-	// 64 pairs against 42.2-44.5 waiting, 32 pairs measuring as fast as 64
-	// (bench/results/logs/c1-range-runs-H200-20261125.txt,
-	// c1-read-ahead-steps-H200-20261125.txt). Each pair holds pinned
-	// staging of QueueDepth lines.
-	DefaultReadAheadQueuePairs = 32
+	// two lines a Read against 48.3-49.1 with one Read a line on one
+	// machine, and about 50 both ways on another; a cold
+	// one-element-per-thread pass with bam::read_ahead over 64 KiB lines
+	// moved 45.4-46.0 GB/s with 64 pairs against 36.9-42.2 with 32 (4 KiB
+	// lines: alike) (bench/results/logs/c1-range-runs-H200-20261125.txt).
+	// Each pair holds pinned staging of QueueDepth lines, as many bytes as
+	// a pair of QueuePairs.
+	DefaultReadAheadQueuePairs = 64
 	// DefaultReadAheadReadBytes is Config.ReadAheadReadBytes' default:
 	// on the H200 host a cold one-element-per-thread pass over 4 KiB
 	// lines moved 46.3-48.5 GB/s with Reads of 8 KiB, 44.3-47.1 with 16
