@@ -255,12 +255,14 @@ __device__ __forceinline__ void issue_run(const array_desc &d, const queue_desc 
 // ever waits for one. Not on the copy-engine route (the Target copies each
 // line into the cache itself). Returns true in the lanes of a run whose Read went
 // out: *lead is the run's first lane, *q and *t its queue and ticket. The
-// other claimers read their lines one Read each, as before. A range pass
-// (for_range with ahead 3, 4 KiB lines, two lines a Read) moved 49.8-50.0
-// GB/s against 48.3-49.1 with one Read a line on an H200 host
-// (bench/results/logs/c1-range-runs-H200-20261125.txt); passes whose lines
-// are not consecutive (a random line order, striped namespaces) form no
-// runs and are unchanged.
+// other claimers read their lines one Read each, as before. A cold range
+// pass (for_range with ahead 3, 4 KiB lines, two lines a Read) moved
+// 49.8-50.0 GB/s against 48.3-49.1 with one Read a line on one H200 host,
+// and about 50 both ways on another, whose Target kept up with one Read a
+// line; the Target then fetched a quarter of the commands
+// (bench/results/logs/c1-range-runs-H200-20261125.txt). Passes whose
+// lines are not consecutive (a random line order, striped namespaces)
+// form no runs and are unchanged.
 __device__ __noinline__ bool fill_runs(const array_desc &d, u32 claimers, const cache::where &w, u32 *lead, const queue_desc **q, u64 *t) {
 	constexpr u32 all = ~0u;
 	const u32 lane = threadIdx.x & 31;
