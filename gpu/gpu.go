@@ -42,11 +42,12 @@
 //
 // bam::read_ahead<T> (bam/read_ahead.cuh) is the same schedule whose warps
 // issue their Reads and go on, completing them at later steps, on queue
-// pairs of their own (bam.Options.ReadAheadQueuePairs, 64 by default; without them it
-// waits as prefetch_steps does): on an H200 host, 45.8 GB/s against
-// prefetch_steps' 42.2 in one run, with 64 pairs. Constructed without a
-// step count (bam::read_ahead<T> ra(a)), it asks for the steps that
-// measured best for the array's line size (bam::read_ahead_steps).
+// pairs of their own (bam.Options.ReadAheadQueuePairs, 64 by default;
+// without them it waits as prefetch_steps does): on an H200 host, 45.8
+// GB/s against prefetch_steps' 42.2 in one run, with 64 pairs.
+// Constructed without a step count (bam::read_ahead<T> ra(a)), it asks
+// for the steps that measured best for the array's line size
+// (bam::read_ahead_steps).
 //
 // Compile needs NVRTC (libnvrtc, shipped with the CUDA toolkit); LoadPTX
 // takes PTX built elsewhere against the same headers (kernels.Headers).

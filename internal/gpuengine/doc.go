@@ -19,6 +19,14 @@
 // ones; the analytics example puts a table's scanned columns in one and
 // the columns it reads at matching rows only in the other.
 //
+// Read-ahead pairs (Config.ReadAheadQueuePairs, 64 by default): more queue
+// pairs per cache, whose staging slots hold Config.ReadAheadReadBytes, for
+// Reads of several consecutive lines: bam::read_ahead's, left in flight
+// while its warp goes on, and a warp's fills of consecutive lines
+// (fill_runs in bam/array.cuh; bam::for_range's lines ahead, the engine's
+// range passes). Their entries are taken only when free at once, so no
+// fill ever waits for one.
+//
 // Data routes (DESIGN.md §3, Config.FillRoute). Bounce, the default: a fill
 // is an NVMe Read whose PRPs name the command's staging slot in pinned host
 // memory; the Target reads the namespace straight into it, posts the
