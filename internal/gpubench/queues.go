@@ -195,6 +195,9 @@ func newQRig(p *QueuesParams, ns *nvme.MemoryNamespace, lineSize, queues int) (*
 		Device: p.Device, LineSize: lineSize, CacheBytes: uint64(lineSize) * 64, Ways: 8,
 		QueuePairs: queues, QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
 		StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
+		// The queue benchmarks drive the queue pairs alone: no read-ahead
+		// pairs for the Target to serve beside them.
+		ReadAheadQueuePairs: -1,
 	}, []nvme.Namespace{ns})
 	if err != nil {
 		return nil, err
