@@ -253,9 +253,9 @@ __device__ __forceinline__ void issue_run(const array_desc &d, const queue_desc 
 // one command for the run instead of one a line. Entries of those pairs
 // are taken only when free at once (queue::try_reserve_group), so no fill
 // ever waits for one. Not on the copy-engine route (the Target copies each
-// line into the cache itself). Returns true in the lanes of a run whose Read went
-// out: *lead is the run's first lane, *q and *t its queue and ticket. The
-// other claimers read their lines one Read each, as before. A cold range
+// line into the cache itself). Returns true in the lanes of a run whose
+// Read went out: *lead is the run's first lane, *q and *t its queue and
+// ticket. The other claimers read their lines one Read each. A cold range
 // pass (for_range with ahead 3, 4 KiB lines, two lines a Read) moved
 // 49.8-50.0 GB/s against 48.3-49.1 with one Read a line on one H200 host,
 // and about 50 both ways on another, whose Target kept up with one Read a
