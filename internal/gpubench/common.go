@@ -322,12 +322,12 @@ func (c ceilings) path(lineSize int) float64 { return min(c.H2D, c.HostCopy[line
 
 // measureZeroCopy returns the rate at which GPU threads read pinned host
 // memory mapped into the device (pciebench's zero-copy figure: n bytes,
-// median of runs, checksum verified). Its buffer is in host DRAM, where
-// GPU loads top out below the copy engines' H2D rate; the staging the
-// warp-copy routes read was written by the Target moments before and is
-// served from the host's last-level cache, faster (56.4 against 51.4
-// GB/s on the H200 host: bench/experiments/staging_llc_pipeline.cu), so
-// the figure is a reference for those routes, not their bound.
+// median of runs, checksum verified). GPU loads top out there, below the
+// copy engines' H2D rate, whether the host serves them from DRAM or from
+// its last-level cache and in whatever pattern the warps load (51.4
+// against 55.4 GB/s on the H200 host: bench/experiments/slot_copy.cu), so
+// the figure bounds every route whose GPU threads copy staging. The goals
+// are stated against the copy ceiling; this is reported beside it.
 func measureZeroCopy(ctx context.Context, device int, n uint64, runs int) (float64, error) {
 	res, err := pciebench.Run(ctx, pciebench.Config{Device: device, Bytes: n, Runs: runs})
 	if err != nil {
@@ -342,7 +342,8 @@ func measureZeroCopy(ctx context.Context, device int, n uint64, runs int) (float
 }
 
 // zeroCopyCeilingName names the baseline of the figures against the GPU's
-// zero-copy read rate (see measureZeroCopy: a reference, not a bound).
+// zero-copy read rate (see measureZeroCopy: the bound of the routes whose
+// GPU threads copy staging, reported beside the goals' copy ceiling).
 func zeroCopyCeilingName(line string, workers int) string {
 	return fmt.Sprintf("min(GPU zero-copy reads of pinned host DRAM, host %s copy into pinned memory x%d threads), same run", line, workers)
 }
