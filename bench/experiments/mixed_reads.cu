@@ -12,8 +12,9 @@
 // both are done, the combined rate, and each side's own time (CUDA events;
 // median of five).
 //
-// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -o mixed_reads
-// mixed_reads.cu && ./mixed_reads. Results:
+// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -I ../../kernels/include -o
+// mixed_reads mixed_reads.cu && ./mixed_reads (the loads are the fill
+// path's own, bam::detail::ld_host16). Results:
 // bench/results/logs/staging-slot-reads-H200-20261125.txt.
 #include <algorithm>
 #include <cstdint>
@@ -22,6 +23,10 @@
 #include <cstring>
 #include <vector>
 #include <cuda_runtime.h>
+
+#include "bam/detail/sync.cuh"
+
+using bam::detail::ld_host16;
 #define CK(x)                                                                                  \
 	do {                                                                                       \
 		cudaError_t e = (x);                                                                   \
@@ -39,15 +44,6 @@ __device__ __forceinline__ u64 mix(u64 x) {
 	x ^= x >> 33;
 	x *= 0xc4ceb9fe1a85ec53ull;
 	return x ^ (x >> 33);
-}
-
-__device__ __forceinline__ uint4 ld_host16(const uint4 *p) {
-	uint4 v;
-	asm volatile("ld.relaxed.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	             : "l"(p)
-	             : "memory");
-	return v;
 }
 
 // copy_slots: warp w copies `per` pseudo-random 4 KiB slots into its own
