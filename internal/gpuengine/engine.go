@@ -131,6 +131,14 @@ type Config struct {
 // each queue and 16 queues did better (2.6 against 1.6 M commands/s at
 // 1 Ki threads).
 //
+// 256 entries is also the best depth for cold 4 KiB gathers with 64 queue
+// pairs and 64 read-ahead pairs (C1's range and random orders, one H200
+// machine): the random order moved 49.6-50.0 GB/s at 256, 47.0-48.5 at
+// 128, 44.7-46.2 at 64, 49.1-49.3 at 512 and 35-43 at 1024, whose 512 MiB
+// of staging is larger than the host's last-level cache and whose Target
+// found 180-195 commands waiting at each doorbell
+// (bench/results/logs/queue-depth-H200-20261125.txt).
+//
 // Once the queues delivered 52 GB/s into pinned memory, the fill copier's
 // 64 warps became the limit of 4 KiB reads into device memory: 25 GB/s.
 // 128 warps copied 37.6 GB/s and 256 warps 36.5 GB/s (Q2, same host);
