@@ -82,7 +82,8 @@ if [[ -n $sanitizer ]]; then
       # API errors are expected (the out-of-memory and broken-PTX tests
       # provoke them); only device-side errors count.
       # -test.short: tests whose volume only serves load (the small-cache
-      # gather) run smaller under the tools, checking the same things.
+      # gather) run smaller under the tools, checking the same things, and
+      # the graph test's grid (1203 levels) runs two of its variants.
       "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 86 --print-limit 50 "${extra[@]}" \
         "$t" -test.v -test.count=1 -test.short -test.timeout="$timeout_go" -test.run "$san_run" >"$log" 2>&1
       rc=$?
