@@ -13,7 +13,8 @@
 # benchmark JSON under $OUT (default: the bundle directory). Exits non-zero
 # if any run failed.
 #
-# Environment: OUT, BENCH (1), SANITIZER (1; 0 skips), SANITIZER_TOOLS
+# Environment: OUT, BENCH (1), PLAIN (1; 0 skips the plain runs, to split
+# a long run in parts), SANITIZER (1; 0 skips), SANITIZER_TOOLS
 # ("memcheck racecheck synccheck"), SANITIZER_RUN (test regexp, '^TestGPU'),
 # TEST_TIMEOUT (go test timeout per binary, 5m), BAM_GPU (device, 0).
 set -uo pipefail
@@ -62,7 +63,9 @@ if [[ ${SANITIZER:-1} != 0 ]]; then
 fi
 
 cd "$out/work" || exit 2
+[[ ${PLAIN:-1} == 0 ]] && note "# plain runs skipped (PLAIN=0)"
 for t in "$bundle"/tests/*.test; do
+  [[ ${PLAIN:-1} == 0 ]] && break
   name=$(basename "$t" .test)
   log=$out/logs/$name.plain.log
   "$t" -test.v -test.count=1 -test.timeout="$timeout_go" >"$log" 2>&1
