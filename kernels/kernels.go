@@ -39,14 +39,36 @@ const (
 
 // PTX returns the embedded PTX of a kernel family, e.g. PTX(FamilyBasic).
 func PTX(family string) ([]byte, error) {
-	if family == "" || strings.ContainsAny(family, "/\\.") {
-		return nil, fmt.Errorf("kernels: invalid family name %q", family)
+	if err := checkFamily(family); err != nil {
+		return nil, err
 	}
 	b, err := ptxFS.ReadFile("ptx/" + family + ".ptx")
 	if err != nil {
 		return nil, fmt.Errorf("kernels: no PTX for family %q (have %s): %w", family, strings.Join(Families(), ", "), err)
 	}
 	return b, nil
+}
+
+// Source returns the embedded CUDA source a family's PTX is built from,
+// e.g. Source("graph") is kernels/graph.cu. Packages that mirror a kernel's
+// constants in Go check them against it, in a test binary that needs no
+// source tree.
+func Source(family string) ([]byte, error) {
+	if err := checkFamily(family); err != nil {
+		return nil, err
+	}
+	b, err := sourceFS.ReadFile(family + ".cu")
+	if err != nil {
+		return nil, fmt.Errorf("kernels: no source for family %q (have %s): %w", family, strings.Join(Families(), ", "), err)
+	}
+	return b, nil
+}
+
+func checkFamily(family string) error {
+	if family == "" || strings.ContainsAny(family, "/\\.") {
+		return fmt.Errorf("kernels: invalid family name %q", family)
+	}
+	return nil
 }
 
 // Families lists the embedded kernel families, sorted.

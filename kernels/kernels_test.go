@@ -153,6 +153,23 @@ func TestPTXRejectsBadNames(t *testing.T) {
 	}
 }
 
+func TestSource(t *testing.T) {
+	for _, fam := range Families() {
+		src, err := Source(fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := sourceFS.ReadFile(fam + ".cu"); !bytes.Equal(src, want) || len(src) == 0 {
+			t.Errorf("Source(%q): %d bytes, want kernels/%s.cu's %d", fam, len(src), fam, len(want))
+		}
+	}
+	for _, name := range []string{"", "nope", "../kernels", "basic.cu", "include/bam"} {
+		if _, err := Source(name); err == nil {
+			t.Errorf("Source(%q) succeeded", name)
+		}
+	}
+}
+
 func TestHeaderSources(t *testing.T) {
 	h := HeaderSources()
 	src, ok := h["bam/common.cuh"]

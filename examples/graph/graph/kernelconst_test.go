@@ -2,9 +2,10 @@ package graph
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"testing"
+
+	"github.com/bam-go/bam/kernels"
 )
 
 // TestKernelConstantsMirrored checks that the constants the GPU runner
@@ -13,7 +14,7 @@ import (
 // smaller threshold would write past them; the small-levels kernel's state
 // layout and its copy of Beamer's alpha must be the runner's.
 func TestKernelConstantsMirrored(t *testing.T) {
-	src, err := os.ReadFile("../../../kernels/graph.cu")
+	src, err := kernels.Source(KernelFamily)
 	if err != nil {
 		t.Fatal(err)
 	}
