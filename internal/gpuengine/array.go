@@ -67,7 +67,7 @@ func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
 	a := &Array{e: e, spec: spec}
 	n := uint64(len(spec.Stripe))
 	var err error
-	if a.stripe, err = e.ctx.Alloc(16 * n); err != nil {
+	if a.stripe, err = e.alloc(16 * n); err != nil {
 		return nil, err
 	}
 	sb := make([]byte, 16*n)
@@ -79,7 +79,7 @@ func (e *Engine) Bind(spec ArraySpec) (*Array, error) {
 		a.free()
 		return nil, err
 	}
-	if a.desc, err = e.ctx.Alloc(ArrayDescBytes); err != nil {
+	if a.desc, err = e.alloc(ArrayDescBytes); err != nil {
 		a.free()
 		return nil, err
 	}
@@ -149,7 +149,15 @@ func (a *Array) Unbind() {
 	a.free()
 }
 
+// free frees the array's device memory, under launchMu as Engine.free.
 func (a *Array) free() {
+	a.e.launchMu.Lock()
+	defer a.e.launchMu.Unlock()
+	a.freeLocked()
+}
+
+// freeLocked is free with launchMu held (Engine.Close).
+func (a *Array) freeLocked() {
 	if a.desc != nil {
 		a.desc.Free()
 	}
@@ -188,12 +196,12 @@ func (a *Array) Gather(ctx context.Context, idx []uint64, out []byte) error {
 	if err != nil {
 		return err
 	}
-	defer dIdx.Free()
-	dOut, err := a.e.ctx.Alloc(uint64(len(out)))
+	defer a.e.free(dIdx)
+	dOut, err := a.e.alloc(uint64(len(out)))
 	if err != nil {
 		return err
 	}
-	defer dOut.Free()
+	defer a.e.free(dOut)
 	n := uint64(len(idx))
 	if err := a.launchPass(ctx, fn, n, cuda.Ptr(dIdx.Ptr()), cuda.U64(n), cuda.Ptr(dOut.Ptr())); err != nil {
 		return fmt.Errorf("array %q: %w", a.spec.Name, err)
@@ -219,12 +227,12 @@ func (a *Array) Scatter(ctx context.Context, idx []uint64, vals []byte) error {
 	if err != nil {
 		return err
 	}
-	defer dIdx.Free()
+	defer a.e.free(dIdx)
 	dVals, err := a.e.upload(vals)
 	if err != nil {
 		return err
 	}
-	defer dVals.Free()
+	defer a.e.free(dVals)
 	n := uint64(len(idx))
 	if err := a.launchPass(ctx, fn, n, cuda.Ptr(dIdx.Ptr()), cuda.Ptr(dVals.Ptr()), cuda.U64(n)); err != nil {
 		return fmt.Errorf("array %q: %w", a.spec.Name, err)
@@ -242,11 +250,11 @@ func (a *Array) ReadRange(ctx context.Context, start uint64, out []byte) error {
 	if n == 0 {
 		return nil
 	}
-	dOut, err := a.e.ctx.Alloc(uint64(len(out)))
+	dOut, err := a.e.alloc(uint64(len(out)))
 	if err != nil {
 		return err
 	}
-	defer dOut.Free()
+	defer a.e.free(dOut)
 	if err := a.ReadRangeTo(ctx, start, n, dOut.Ptr()); err != nil {
 		return err
 	}
@@ -293,7 +301,7 @@ func (a *Array) WriteRange(ctx context.Context, start uint64, in []byte) error {
 	if err != nil {
 		return err
 	}
-	defer dIn.Free()
+	defer a.e.free(dIn)
 	if err := a.launchPass(ctx, fn, n, cuda.U64(start), cuda.U64(n), cuda.Ptr(dIn.Ptr())); err != nil {
 		return fmt.Errorf("array %q: %w", a.spec.Name, err)
 	}
@@ -323,11 +331,11 @@ func (a *Array) Sum(ctx context.Context, kind SumKind, start, n uint64) (u uint6
 	if err != nil {
 		return 0, 0, err
 	}
-	out, err := a.e.ctx.Alloc(8)
+	out, err := a.e.alloc(8)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer out.Free()
+	defer a.e.free(out)
 	if err := out.Memset8(0); err != nil {
 		return 0, 0, err
 	}
@@ -347,7 +355,31 @@ func (a *Array) Sum(ctx context.Context, kind SumKind, start, n uint64) (u uint6
 	return v, 0, nil
 }
 
+// The device memory a call allocates for itself (indices, values, results)
+// comes and goes under launchMu, never while one of the engine's kernels
+// runs. cuMemFree waits for the device to go idle; under compute-sanitizer's
+// racecheck, frees issued beside a running pass kernel (TestGPUDifferential's
+// concurrent readers and writers) stalled the driver for minutes, the
+// kernel, a stream query and the frees together, in three runs of four.
+
+// alloc allocates n bytes of device memory for one call.
+func (e *Engine) alloc(n uint64) (*cuda.DeviceMem, error) {
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	return e.ctx.Alloc(n)
+}
+
+// free frees memory from alloc or upload.
+func (e *Engine) free(m *cuda.DeviceMem) error {
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	return m.Free()
+}
+
+// upload copies b into device memory of its own, for one call.
 func (e *Engine) upload(b []byte) (*cuda.DeviceMem, error) {
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
 	m, err := e.ctx.Alloc(uint64(max(len(b), 1)))
 	if err != nil {
 		return nil, err

@@ -1080,11 +1080,11 @@ func (e *Engine) DirtyLines(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	out, err := e.ctx.Alloc(8)
+	out, err := e.alloc(8)
 	if err != nil {
 		return 0, err
 	}
-	defer out.Free()
+	defer e.free(out)
 	if err := out.Memset8(0); err != nil {
 		return 0, err
 	}
@@ -1217,7 +1217,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, e.mirrors.close()) // before the mirrors' memory goes
 	}
 	for a := range arrays {
-		a.free()
+		a.freeLocked()
 	}
 	for _, q := range e.queues {
 		errs = append(errs, q.free())
