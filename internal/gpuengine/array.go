@@ -357,10 +357,11 @@ func (a *Array) Sum(ctx context.Context, kind SumKind, start, n uint64) (u uint6
 
 // The device memory a call allocates for itself (indices, values, results)
 // comes and goes under launchMu, never while one of the engine's kernels
-// runs. cuMemFree waits for the device to go idle; under compute-sanitizer's
+// runs. A free may wait for the device to go idle; under compute-sanitizer's
 // racecheck, frees issued beside a running pass kernel (TestGPUDifferential's
 // concurrent readers and writers) stalled the driver for minutes, the
-// kernel, a stream query and the frees together, in three runs of four.
+// kernel, a stream query and the frees together, in three runs of four
+// (bench/results/logs/sanitizers-a419bb4-H200-20261125.txt).
 
 // alloc allocates n bytes of device memory for one call.
 func (e *Engine) alloc(n uint64) (*cuda.DeviceMem, error) {
