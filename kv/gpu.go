@@ -164,26 +164,24 @@ func (g *GPUTable[K, V]) GetMany(ctx context.Context, keys []K, vals []V, found 
 		return nil
 	}
 	n := uint64(len(keys))
-	cctx := g.eng.Context()
-	ks, vs := uint64(g.c.sch.ks), uint64(g.c.sch.vs)
-	dk, err := cctx.Alloc(n * ks)
+	// The buffers come and go between the engine's launches (Engine.Alloc),
+	// never beside another caller's lookup kernel.
+	vs := uint64(g.c.sch.vs)
+	dk, err := g.eng.Upload(sliceBytes(keys))
 	if err != nil {
-		return err
+		return g.c.errorf("get from", err)
 	}
-	defer dk.Free()
-	dv, err := cctx.Alloc(max(n*vs, 1))
+	defer g.eng.Free(dk)
+	dv, err := g.eng.Alloc(max(n*vs, 1))
 	if err != nil {
-		return err
+		return g.c.errorf("get from", err)
 	}
-	defer dv.Free()
-	df, err := cctx.Alloc(n)
+	defer g.eng.Free(dv)
+	df, err := g.eng.Alloc(n)
 	if err != nil {
-		return err
+		return g.c.errorf("get from", err)
 	}
-	defer df.Free()
-	if err := dk.Write(0, sliceBytes(keys)); err != nil {
-		return err
-	}
+	defer g.eng.Free(df)
 	if err := g.GetManyDevice(ctx, uintptr(dk.Ptr()), len(keys), uintptr(dv.Ptr()), uintptr(df.Ptr())); err != nil {
 		return err
 	}

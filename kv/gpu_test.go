@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -95,4 +96,74 @@ func TestGPUGetManyMatchesCPU(t *testing.T) {
 	check(2)
 	st, _ := g.Engine().Stats()
 	t.Logf("GPU engine: %+v", st)
+}
+
+// TestGPUGetManyConcurrent runs GPU lookups from several goroutines on one
+// GPUTable over a cache smaller than the table, each checking its answers
+// against the values it knows; their buffers come and go while the others'
+// lookup kernels run.
+func TestGPUGetManyConcurrent(t *testing.T) {
+	cudatest.Device(t)
+	ctx := context.Background()
+	s := newStore(t, t.TempDir(), 4096)
+	defer s.Close()
+	const n = 50_000
+	tb, err := Create[uint64, uint64](ctx, s, "c", &Options{Capacity: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close(ctx)
+	key := func(i uint64) uint64 { return i*0x9e3779b97f4a7c15 + 1 }
+	keys := make([]uint64, n)
+	vals := make([]uint64, n)
+	for i := range keys {
+		keys[i] = key(uint64(i))
+		vals[i] = ^keys[i]
+	}
+	if err := tb.PutMany(ctx, keys, vals); err != nil {
+		t.Fatal(err)
+	}
+	info := tb.Info()
+	g, err := NewGPU(tb, GPUOptions{CacheBytes: uint64(info.Buckets) * 4096 / 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	const workers, rounds, batch = 4, 6, 3000
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			q := make([]uint64, batch)
+			want := make([]uint64, batch)
+			got := make([]uint64, batch)
+			found := make([]bool, batch)
+			for r := range rounds {
+				for i := range q {
+					j := rng.IntN(n)
+					if i%4 == 3 { // absent: the key map is one to one (odd multiplier)
+						q[i], want[i] = key(uint64(n+j)), 0
+					} else {
+						q[i], want[i] = keys[j], vals[j]
+					}
+				}
+				if err := g.GetMany(ctx, q, got, found); err != nil {
+					errs <- err
+					return
+				}
+				for i := range q {
+					if present := i%4 != 3; found[i] != present || got[i] != want[i] {
+						errs <- fmt.Errorf("worker %d round %d: key %x: got %v %x, want %v %x", w, r, q[i], found[i], got[i], present, want[i])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

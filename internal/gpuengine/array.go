@@ -363,6 +363,19 @@ func (a *Array) Sum(ctx context.Context, kind SumKind, start, n uint64) (u uint6
 // kernel, a stream query and the frees together, in three runs of four
 // (bench/results/logs/sanitizers-a419bb4-H200-20261125.txt).
 
+// Alloc allocates n bytes of device memory in the engine's context for a
+// caller that launches its own kernels through the engine (kv's GPU
+// lookups, the graph runner): it waits for the engine's running launch, so
+// memory never comes beside one of its kernels. Free it with Engine.Free.
+func (e *Engine) Alloc(n uint64) (*cuda.DeviceMem, error) { return e.alloc(n) }
+
+// Upload copies b into device memory of its own, as Alloc does. Free it
+// with Engine.Free.
+func (e *Engine) Upload(b []byte) (*cuda.DeviceMem, error) { return e.upload(b) }
+
+// Free frees memory from Alloc or Upload, between the engine's launches.
+func (e *Engine) Free(m *cuda.DeviceMem) error { return e.free(m) }
+
 // alloc allocates n bytes of device memory for one call.
 func (e *Engine) alloc(n uint64) (*cuda.DeviceMem, error) {
 	e.launchMu.Lock()
