@@ -104,17 +104,31 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_kv_get(bam::array<uint4> table, const unsig
 		// Acquire the home buckets of the warp's keys together.
 		const u32 active = __ballot_sync(bam::full_warp_mask, mine);
 		u64 way = 0;
-		u32 ok = 0;
+		u32 ok = 0, later = 0;
 		bam::coalesce::group grp{};
 		if (mine) {
 			grp = bam::coalesce::by(active, home);
+			const u32 leaders = __ballot_sync(active, grp.is_leader());
 			if (grp.is_leader()) {
-				const bam::cache::handle hd = bam::cache::acquire(d, bam::cache::locate(d, home), grp.count, i);
-				way = hd.way;
-				ok = hd.ok;
+				// The warp holds its buckets until it has probed them all,
+				// so it must never want every way of a set for itself: it
+				// would wait for its own references. Leaders beyond half
+				// a set's ways (all of them when a set has one way) leave
+				// their bucket to the probe loop, which holds one line at
+				// a time besides the warp's.
+				const bam::cache::where w = bam::cache::locate(d, home);
+				const u32 same = __match_any_sync(leaders, bam::cache::set_of(w.tag, d.sets));
+				if (__popc(same & ((1u << lane) - 1)) >= d.ways / 2) {
+					later = 1;
+				} else {
+					const bam::cache::handle hd = bam::cache::acquire(d, w, grp.count, i);
+					way = hd.way;
+					ok = hd.ok;
+				}
 			}
 			way = grp.broadcast(way);
 			ok = grp.broadcast(ok);
+			later = grp.broadcast(later);
 		}
 		__syncwarp();
 		// Probe the 32 keys one by one with the whole warp.
@@ -122,8 +136,18 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_kv_get(bam::array<uint4> table, const unsig
 			if (!(active & (1u << j))) continue;
 			const u64 kj = tile + j;
 			const u64 hj = __shfl_sync(bam::full_warp_mask, h, j);
-			const u64 wj = __shfl_sync(bam::full_warp_mask, way, j);
-			const u32 okj = __shfl_sync(bam::full_warp_mask, ok, j);
+			u64 wj = __shfl_sync(bam::full_warp_mask, way, j);
+			u32 okj = __shfl_sync(bam::full_warp_mask, ok, j);
+			const u32 laterj = __shfl_sync(bam::full_warp_mask, later, j);
+			if (laterj) {  // a bucket left by its leader: lane 0 holds it for this key alone
+				if (lane == 0) {
+					const bam::cache::handle hd = bam::cache::acquire(d, bam::cache::locate(d, hj & (buckets - 1)), 1, kj);
+					wj = hd.way;
+					okj = hd.ok;
+				}
+				wj = __shfl_sync(bam::full_warp_mask, wj, 0);
+				okj = __shfl_sync(bam::full_warp_mask, okj, 0);
+			}
 			const unsigned char fp = static_cast<unsigned char>(ctrl_full | (hj >> 57));
 			const unsigned char *key = keys + kj * ks;
 			unsigned char *out = vals + kj * vs;
@@ -135,6 +159,10 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_kv_get(bam::array<uint4> table, const unsig
 				if (s >= 0) {
 					copy_value(out, line, g, s);
 					hit = true;
+				}
+				if (laterj) {  // done with it before the next buckets
+					__syncwarp();
+					if (lane == 0) bam::cache::release(d, wj, 1, false);
 				}
 				u64 b = hj & (buckets - 1);
 				for (u64 step = 1; !hit && !empty && step < buckets; step++) {

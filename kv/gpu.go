@@ -216,11 +216,7 @@ func (g *GPUTable[K, V]) GetManyDevice(ctx context.Context, keys uintptr, n int,
 	defer g.c.mu.RUnlock()
 	c := g.c
 	cfg := g.eng.Config()
-	// Each lane holds at most one reference at a time beyond its group's:
-	// keep the live references well below the number of ways.
-	ways := g.eng.Sets() * uint64(cfg.Ways)
-	maxBlocks := uint32(max(1, min(ways/4/256, 132*8)))
-	lc := cuda.Linear(uint64(n), 256, maxBlocks)
+	lc := lookupGrid(uint64(n), g.eng.Sets()*uint64(cfg.Ways))
 	err := g.eng.Launch(ctx, g.fn, lc, g.arr.Arg(), cuda.Ptr(cuda.DevicePtr(keys)), cuda.U64(uint64(n)), cuda.U64(c.nb),
 		cuda.U32(uint32(c.sch.ks)), cuda.U32(uint32(c.sch.vs)), cuda.U32(uint32(c.geo.slots)), cuda.U32(uint32(c.geo.keyOff)),
 		cuda.U32(uint32(c.geo.valOff)), cuda.Ptr(cuda.DevicePtr(vals)), cuda.Ptr(cuda.DevicePtr(found)))
@@ -229,4 +225,19 @@ func (g *GPUTable[K, V]) GetManyDevice(ctx context.Context, keys uintptr, n int,
 	}
 	c.addStats(func(s *Stats) { s.Gets += uint64(n) })
 	return nil
+}
+
+// lookupGrid is the launch of bam_kv_get over n keys through a cache of
+// ways lines. Each lane of a warp holds at most one bucket line at a time
+// beyond its group's, and a lookup waits for a way only while others hold
+// them, so the lanes of the grid keep a quarter of the lines at most: whole
+// warps, down to one warp of a cache of fewer than 128 lines (the kernel
+// keeps a warp from holding more than half of any one set).
+func lookupGrid(n, ways uint64) cuda.LaunchConfig {
+	const block, maxBlocks = 256, 132 * 8
+	lanes := min(max(ways/4, 32)&^31, block*maxBlocks)
+	if lanes < block {
+		return cuda.Linear(n, uint32(lanes), 1)
+	}
+	return cuda.Linear(n, block, uint32(lanes/block))
 }

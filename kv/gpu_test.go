@@ -99,9 +99,10 @@ func TestGPUGetManyMatchesCPU(t *testing.T) {
 }
 
 // TestGPUGetManyConcurrent runs GPU lookups from several goroutines on one
-// GPUTable over a cache smaller than the table, each checking its answers
+// GPUTable over a cache a quarter of the table, each checking its answers
 // against the values it knows; their buffers come and go while the others'
-// lookup kernels run.
+// lookup kernels run. With 8, 2 and 1 ways a warp's 32 buckets often want
+// more of a set's ways than it has.
 func TestGPUGetManyConcurrent(t *testing.T) {
 	cudatest.Device(t)
 	ctx := context.Background()
@@ -124,46 +125,74 @@ func TestGPUGetManyConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := tb.Info()
-	g, err := NewGPU(tb, GPUOptions{CacheBytes: uint64(info.Buckets) * 4096 / 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	const workers, rounds, batch = 4, 6, 3000
-	errs := make(chan error, workers)
-	for w := range workers {
-		go func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 9))
-			q := make([]uint64, batch)
-			want := make([]uint64, batch)
-			got := make([]uint64, batch)
-			found := make([]bool, batch)
-			for r := range rounds {
-				for i := range q {
-					j := rng.IntN(n)
-					if i%4 == 3 { // absent: the key map is one to one (odd multiplier)
-						q[i], want[i] = key(uint64(n+j)), 0
-					} else {
-						q[i], want[i] = keys[j], vals[j]
+	for _, ways := range []int{8, 2, 1} {
+		t.Run(fmt.Sprintf("ways=%d", ways), func(t *testing.T) {
+			g, err := NewGPU(tb, GPUOptions{CacheBytes: max(uint64(info.Buckets)*4096/4, uint64(ways)*4096), Ways: ways})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			const workers, rounds, batch = 4, 6, 3000
+			errs := make(chan error, workers)
+			for w := range workers {
+				go func() {
+					rng := rand.New(rand.NewPCG(uint64(w), 9))
+					q := make([]uint64, batch)
+					want := make([]uint64, batch)
+					got := make([]uint64, batch)
+					found := make([]bool, batch)
+					for r := range rounds {
+						for i := range q {
+							j := rng.IntN(n)
+							if i%4 == 3 { // absent: the key map is one to one (odd multiplier)
+								q[i], want[i] = key(uint64(n+j)), 0
+							} else {
+								q[i], want[i] = keys[j], vals[j]
+							}
+						}
+						if err := g.GetMany(ctx, q, got, found); err != nil {
+							errs <- err
+							return
+						}
+						for i := range q {
+							if present := i%4 != 3; found[i] != present || got[i] != want[i] {
+								errs <- fmt.Errorf("worker %d round %d: key %x: got %v %x, want %v %x", w, r, q[i], found[i], got[i], present, want[i])
+								return
+							}
+						}
 					}
-				}
-				if err := g.GetMany(ctx, q, got, found); err != nil {
-					errs <- err
-					return
-				}
-				for i := range q {
-					if present := i%4 != 3; found[i] != present || got[i] != want[i] {
-						errs <- fmt.Errorf("worker %d round %d: key %x: got %v %x, want %v %x", w, r, q[i], found[i], got[i], present, want[i])
-						return
-					}
+					errs <- nil
+				}()
+			}
+			for range workers {
+				if err := <-errs; err != nil {
+					t.Error(err)
 				}
 			}
-			errs <- nil
-		}()
+			st, _ := g.Engine().Stats()
+			t.Logf("%d buckets, cache of %d sets of %d ways: %d misses, %d fills", info.Buckets, g.Engine().Sets(), ways, st.Misses, st.Fills)
+		})
 	}
-	for range workers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+}
+
+func TestLookupGrid(t *testing.T) {
+	for _, c := range []struct {
+		n, ways       uint64
+		block, blocks uint32
+	}{
+		{1000, 96, 32, 1},             // a tiny cache: one warp
+		{1000, 1024, 256, 1},          // a quarter of 1024 lines: 256 lanes
+		{1000, 640, 160, 1},           // 160 lanes: five warps
+		{1 << 20, 65536, 256, 64},     // 256 MiB of 4 KiB lines
+		{100, 65536, 256, 1},          // no more blocks than keys need
+		{1 << 30, 1 << 30, 256, 1056}, // capped at 132*8 blocks
+	} {
+		lc := lookupGrid(c.n, c.ways)
+		if lc.Block.X != c.block || lc.Grid.X != c.blocks {
+			t.Errorf("lookupGrid(%d, %d) = %d blocks of %d, want %d of %d", c.n, c.ways, lc.Grid.X, lc.Block.X, c.blocks, c.block)
+		}
+		if lanes := uint64(lc.Block.X) * uint64(lc.Grid.X); lanes > max(c.ways/4, 32) || lc.Block.X%32 != 0 {
+			t.Errorf("lookupGrid(%d, %d): %d lanes in blocks of %d", c.n, c.ways, lanes, lc.Block.X)
 		}
 	}
 }
