@@ -2,10 +2,9 @@ package gpubench
 
 // GPU runs of every benchmark at a tiny size: they check that each run
 // verifies its data and yields positive, finite figures, not how fast the
-// path is. They skip without a GPU (internal/cuda/cudatest). Their names do
-// not start with TestGPU, so the GPU test script's sanitizer runs (which
-// select ^TestGPU) leave these measurement kernels out; select them with
-// SANITIZER_RUN=^TestBenchGPU to sanitize them too.
+// path is. They skip without a GPU (internal/cuda/cudatest). The GPU test
+// script's sanitizer runs select them (^Test(GPU|BenchGPU)), with
+// -test.short.
 
 import (
 	"context"
@@ -25,9 +24,16 @@ func (w logWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// tinyConfig bounds every device wait by 5 s, or by a minute under
+// -test.short, the GPU test script's sanitizer runs: memcheck slows the
+// scattered lookups' kernel past 5 s a wait.
 func tinyConfig(t *testing.T) Config {
 	cudatest.Device(t)
-	return Config{Device: cudatest.Ordinal(), Runs: 2, Warmup: 1, Timeout: 5 * time.Second, Log: logWriter{t}}
+	bound := 5 * time.Second
+	if testing.Short() {
+		bound = time.Minute
+	}
+	return Config{Device: cudatest.Ordinal(), Runs: 2, Warmup: 1, Timeout: bound, Log: logWriter{t}}
 }
 
 func gpuCtx(t *testing.T) context.Context {
@@ -102,9 +108,13 @@ func TestBenchGPUQueuesTiny(t *testing.T) {
 
 func TestBenchGPUCacheTiny(t *testing.T) {
 	c := tinyConfig(t)
+	lookups := 1 << 20
+	if testing.Short() {
+		lookups = 1 << 16
+	}
 	res, err := RunCache(gpuCtx(t), CacheParams{
 		Config: c, CacheBytes: 32 << 20, Lines: []int{512, 4096, 65536}, Queues: 8, Depth: 256,
-		Lookups: 1 << 20, CeilingBytes: 16 << 20, CeilingTime: 50 * time.Millisecond,
+		Lookups: lookups, CeilingBytes: 16 << 20, CeilingTime: 50 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
