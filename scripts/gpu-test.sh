@@ -15,7 +15,8 @@
 #
 # Environment: OUT, BENCH (1), PLAIN (1; 0 skips the plain runs, to split
 # a long run in parts), SANITIZER (1; 0 skips), SANITIZER_TOOLS
-# ("memcheck racecheck synccheck"), SANITIZER_RUN (test regexp, '^TestGPU'),
+# ("memcheck racecheck synccheck"), SANITIZER_RUN (test regexp,
+# '^Test(GPU|BenchGPU)': the GPU tests and the benchmarks' tiny GPU runs),
 # TEST_TIMEOUT (go test timeout per binary, 5m), BAM_GPU (device, 0).
 set -uo pipefail
 
@@ -37,7 +38,7 @@ export BAM_REQUIRE_GPU=1 # a GPU test that would skip fails instead
 export BAM_COMMIT=${BAM_COMMIT:-$(cat "$bundle/COMMIT" 2>/dev/null || echo unknown)}
 timeout_go=${TEST_TIMEOUT:-5m}
 tools=${SANITIZER_TOOLS:-memcheck racecheck synccheck}
-san_run=${SANITIZER_RUN:-^TestGPU}
+san_run=${SANITIZER_RUN:-^Test(GPU|BenchGPU)}
 failed=0
 
 note() { echo "$*" | tee -a "$summary"; }

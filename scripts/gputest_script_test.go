@@ -13,9 +13,10 @@ import (
 	"testing"
 )
 
-// fakeBundle writes a bundle of two test binaries: "gpu" has one GPU test
-// (its plain run exits with plainExit), "cpu" none that matches ^TestGPU.
-// It returns the bundle directory and a PATH holding the fake tools.
+// fakeBundle writes a bundle of three test binaries: "gpu" has one GPU
+// test (its plain run exits with plainExit), "bench" a benchmark's tiny GPU
+// run (TestBenchGPU...) and "cpu" none that the sanitizer runs select. It
+// returns the bundle directory and a PATH holding the fake tools.
 func fakeBundle(t *testing.T, plainExit int) (bundle, path string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -31,14 +32,19 @@ func fakeBundle(t *testing.T, plainExit int) (bundle, path string) {
 			t.Fatal(err)
 		}
 	}
-	// -test.list prints the matching tests; any other run passes them,
-	// or exits with plainExit when not under -test.short (the plain run).
+	// -test.list prints the tests matching its pattern; any other run
+	// passes them, or exits with plainExit when not under -test.short
+	// (the plain run).
 	write(filepath.Join(bundle, "tests", "gpu.test"), `
-if [[ $1 == -test.list ]]; then echo TestGPUThing; exit 0; fi
+if [[ $1 == -test.list ]]; then echo TestGPUThing | grep -E -- "$2"; exit 0; fi
 for a in "$@"; do [[ $a == -test.short ]] && { echo "--- PASS: TestGPUThing (0.00s)"; exit 0; }; done
 echo "--- PASS: TestGPUThing (0.00s)"; exit `+strconv.Itoa(plainExit)+"\n")
+	write(filepath.Join(bundle, "tests", "bench.test"), `
+if [[ $1 == -test.list ]]; then echo TestBenchGPUTiny | grep -E -- "$2"; exit 0; fi
+echo "--- PASS: TestBenchGPUTiny (0.00s)"
+`)
 	write(filepath.Join(bundle, "tests", "cpu.test"), `
-if [[ $1 == -test.list ]]; then exit 0; fi
+if [[ $1 == -test.list ]]; then echo TestParse | grep -E -- "$2"; exit 0; fi
 echo "--- PASS: TestParse (0.00s)"
 `)
 	write(filepath.Join(bundle, "bam"), "echo fake bam \"$@\"\n")
@@ -111,7 +117,9 @@ func TestScriptRecords(t *testing.T) {
 	for _, r := range [][3]string{
 		{"PASS", "gpu", "plain"}, {"PASS", "cpu", "plain"},
 		{"PASS", "gpu", "memcheck"}, {"PASS", "gpu", "racecheck"},
-		// No test of cpu matches ^TestGPU: the sanitizer is not run
+		// The default selection takes the benchmarks' tiny GPU runs.
+		{"PASS", "bench", "memcheck"}, {"PASS", "bench", "racecheck"},
+		// No test of cpu matches the selection: the sanitizer is not run
 		// over it (compute-sanitizer fails a program that makes no CUDA
 		// call), and the run does not fail.
 		{"SKIP", "cpu", "memcheck"}, {"SKIP", "cpu", "racecheck"},
