@@ -22,6 +22,14 @@
 // over consecutive positions out to warps a line at a time, so that a cold
 // pass keeps a line in flight per warp.
 //
+// Cold passes. The loop above is correct through any cache, but read cold
+// it has in flight only the lines of one grid step, so it waits on storage
+// latency: on the H200 host, 4 KiB lines, C1 measured 18 GB/s against a
+// 55 GB/s copy ceiling. Adding bam::read_ahead (bam/read_ahead.cuh) to the
+// same loop gave 47 GB/s; handing the range to bam::for_range (warps take
+// a line at a time and fill the next ones ahead) 49-50 GB/s
+// (bench/results/C1-NVIDIA-H200-20261125.json). Hits are unaffected.
+//
 // Requirements: T is trivially copyable of size 1, 2, 4, 8 or 16 bytes, the
 // element size the host created the array with (the host checks this when
 // it binds an array to a kernel). Elements never straddle lines.
