@@ -18,6 +18,8 @@
 # ("memcheck racecheck synccheck"), SANITIZER_RUN (test regexp,
 # '^Test(GPU|BenchGPU)': the GPU tests and the benchmarks' tiny GPU runs),
 # TEST_TIMEOUT (go test timeout per binary, 5m), BAM_GPU (device, 0).
+# A sanitizer run sets BAM_SANITIZER to its tool for the tests
+# (cudatest.Sanitizer).
 set -uo pipefail
 
 bundle=${1:-.gpubundle}
@@ -94,7 +96,7 @@ if [[ -n $sanitizer ]]; then
       # -test.short: tests whose volume only serves load (the small-cache
       # gather) run smaller under the tools, checking the same things, and
       # the graph test's grid (1203 levels) runs two of its variants.
-      "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 86 --print-limit 50 "${extra[@]}" \
+      BAM_SANITIZER=$tool "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 86 --print-limit 50 "${extra[@]}" \
         "$t" -test.v -test.count=1 -test.short -test.timeout="$timeout_go" -test.run "$san_run" >"$log" 2>&1
       rc=$?
       errs=$(grep -oE '(ERROR SUMMARY|RACECHECK SUMMARY): [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)

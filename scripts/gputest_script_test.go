@@ -35,9 +35,14 @@ func fakeBundle(t *testing.T, plainExit int) (bundle, path string) {
 	// -test.list prints the tests matching its pattern; any other run
 	// passes them, or exits with plainExit when not under -test.short
 	// (the plain run).
+	// BAM_SANITIZER names the tool in sanitizer runs and is unset in plain
+	// runs, or gpu.test fails.
 	write(filepath.Join(bundle, "tests", "gpu.test"), `
 if [[ $1 == -test.list ]]; then echo TestGPUThing | grep -E -- "$2"; exit 0; fi
-for a in "$@"; do [[ $a == -test.short ]] && { echo "--- PASS: TestGPUThing (0.00s)"; exit 0; }; done
+for a in "$@"; do [[ $a == -test.short ]] && {
+  [[ $BAM_SANITIZER == memcheck || $BAM_SANITIZER == racecheck ]] || { echo "--- FAIL: TestGPUThing: BAM_SANITIZER=$BAM_SANITIZER"; exit 1; }
+  echo "--- PASS: TestGPUThing (0.00s)"; exit 0; }; done
+[[ -z ${BAM_SANITIZER-} ]] || { echo "--- FAIL: TestGPUThing: plain run with BAM_SANITIZER=$BAM_SANITIZER"; exit 1; }
 echo "--- PASS: TestGPUThing (0.00s)"; exit `+strconv.Itoa(plainExit)+"\n")
 	write(filepath.Join(bundle, "tests", "bench.test"), `
 if [[ $1 == -test.list ]]; then echo TestBenchGPUTiny | grep -E -- "$2"; exit 0; fi

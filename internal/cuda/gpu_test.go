@@ -598,7 +598,12 @@ func TestGPUEventsAndStreamWait(t *testing.T) {
 
 // TestGPUConcurrentGoroutines drives one context from many goroutines at
 // once: each call must find its context current on whatever thread runs it.
+// Not under racecheck: there, frees and copies beside other streams'
+// kernels stalled inside the driver until the test's 5-minute timeout
+// (bench/results/logs/sanitizers-8eaf490-H200-20261126.txt), and its fill
+// kernel shares no memory between threads for racecheck to check.
 func TestGPUConcurrentGoroutines(t *testing.T) {
+	cudatest.SkipUnder(t, "racecheck", "the tool stalls concurrent frees beside running kernels")
 	ctx := cudatest.Device(t)
 	m := cudatest.Module(t, ctx, kernels.FamilyBasic)
 	fill := cudatest.Function(t, m, kernels.FillPatternU64)

@@ -3,7 +3,8 @@
 // Tests that need a GPU call Device first. Without a driver or device they
 // skip with the reason; with BAM_REQUIRE_GPU=1 in the environment (the GPU
 // host's test script sets it) they fail instead, so a GPU run can never pass
-// by skipping. BAM_GPU selects the device ordinal (default 0).
+// by skipping. BAM_GPU selects the device ordinal (default 0); the script
+// sets BAM_SANITIZER to the tool of a sanitizer run (Sanitizer, SkipUnder).
 //
 // This package only opens devices and loads the embedded kernels for tests;
 // it must not be imported by non-test code.
@@ -21,6 +22,20 @@ import (
 
 // Required reports whether the environment demands a GPU (BAM_REQUIRE_GPU=1).
 func Required() bool { return os.Getenv("BAM_REQUIRE_GPU") == "1" }
+
+// Sanitizer is the compute-sanitizer tool the GPU test script runs this
+// binary under ($BAM_SANITIZER: memcheck, racecheck or synccheck), or "".
+func Sanitizer() string { return os.Getenv("BAM_SANITIZER") }
+
+// SkipUnder skips t when the binary runs under the sanitizer tool, saying
+// why. Use it only where the tool itself cannot run the test (say so, with
+// the log that shows it), never to hide a report.
+func SkipUnder(t testing.TB, tool, why string) {
+	t.Helper()
+	if Sanitizer() == tool {
+		t.Skipf("under compute-sanitizer %s: %s", tool, why)
+	}
+}
 
 // Ordinal is the device tests use: $BAM_GPU, default 0.
 func Ordinal() int {
