@@ -364,9 +364,10 @@ func (a *Array) Sum(ctx context.Context, kind SumKind, start, n uint64) (u uint6
 // (bench/results/logs/sanitizers-a419bb4-H200-20261125.txt).
 
 // Alloc allocates n bytes of device memory in the engine's context for a
-// caller that launches its own kernels through the engine (kv's GPU
-// lookups, the graph runner): it waits for the engine's running launch, so
-// memory never comes beside one of its kernels. Free it with Engine.Free.
+// caller that launches its own kernels through the engine from several
+// goroutines (kv's GPU lookups): it waits for the engine's running launch,
+// so memory never comes beside one of its kernels. Free it with
+// Engine.Free.
 func (e *Engine) Alloc(n uint64) (*cuda.DeviceMem, error) { return e.alloc(n) }
 
 // Upload copies b into device memory of its own, as Alloc does. Free it
