@@ -98,6 +98,11 @@ func (c *Cache) tryHit(ctx context.Context, set uint32, g uintptr, tag uint64, n
 	// holding the references; they keep the way from being claimed again, so
 	// once BUSY clears the way's tag and state are stable.
 	c.stats.add(set, cWaits, 1)
+	// The way's last fill error before the wait: BUSY may have been only
+	// a claimer's fetch_or, undone because the way was referenced (step 4
+	// of the miss path), over a fill that failed before this call, and that
+	// failure is not this caller's to return.
+	before := c.errs[g].Load()
 	for atomic.LoadUint32(st)&StateBusy != 0 {
 		if err := w.pause(ctx); err != nil {
 			subRefs(st, n)
@@ -111,18 +116,18 @@ func (c *Cache) tryHit(ctx context.Context, set uint32, g uintptr, tag uint64, n
 	if atomic.LoadUint32(st)&StateValid != 0 {
 		return c.hit(set, g, tag, n), done, nil
 	}
-	// The fill failed. An aborted filler (cancelled) must not hand its
-	// cancellation to us: retry the miss ourselves.
-	if atomic.LoadUint32(c.r.status(g)) == StatusFillAborted {
+	// Not filled. An aborted filler (cancelled) must not hand its
+	// cancellation to us, and a failure stored before the wait began is an
+	// earlier fill's: retry the miss ourselves. (A filler that failed just
+	// before the wait began is retried too, which costs a read, not a
+	// wrong answer.)
+	fe := c.errs[g].Load()
+	if atomic.LoadUint32(c.r.status(g)) == StatusFillAborted || fe == nil || fe == before {
 		subRefs(st, n)
 		return Handle{}, toMiss, nil
 	}
-	var cause error = errors.New("unknown")
-	if fe := c.errs[g].Load(); fe != nil {
-		cause = fe.err
-	}
 	subRefs(st, n)
-	return Handle{}, done, fmt.Errorf("%w: line %#x (filled by a concurrent acquire): %w", ErrFill, tag, cause)
+	return Handle{}, done, fmt.Errorf("%w: line %#x (filled by a concurrent acquire): %w", ErrFill, tag, fe.err)
 }
 
 func (c *Cache) hit(set uint32, g uintptr, tag uint64, n uint32) Handle {

@@ -3,6 +3,7 @@ package gpucache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -394,6 +395,58 @@ func TestCancelledFillerDoesNotFailWaiters(t *testing.T) {
 	}
 	if err := c.quiescentCheck(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestStaleFillErrorNotReturned: a fill of tag 7 fails and leaves its
+// tag behind (StatusFillFailed, its error stored). Later a claimer of
+// another line sets BUSY on that way and, finding it referenced, clears it
+// again (miss step 4); a caller for tag 7 that took its references in
+// between waits for BUSY as for a fill. The failure it then finds is the
+// earlier call's: it must read the line, not return that error.
+func TestStaleFillErrorNotReturned(t *testing.T) {
+	c, b := newTestCache(t, Config{Sets: 1, Ways: 2})
+	ctx := context.Background()
+	boom := errors.New("media error")
+	b.beforeRead = func(_ context.Context, tag uint64) error {
+		if tag == 7 {
+			return boom
+		}
+		return nil
+	}
+	if _, err := c.Acquire(ctx, 7, 1); !errors.Is(err, boom) {
+		t.Fatalf("failing fill: %v, want %v", err, boom)
+	}
+	b.beforeRead = nil
+	g := ^uintptr(0)
+	for w := uintptr(0); w < uintptr(c.Lines()); w++ {
+		if wordTag(atomic.LoadUint64(c.r.tag(w))) == 7 {
+			g = w
+		}
+	}
+	if g == ^uintptr(0) || atomic.LoadUint32(c.r.status(g)) != StatusFillFailed {
+		t.Fatal("the failed fill left no way with tag 7 and StatusFillFailed")
+	}
+	st := c.r.state(g)
+	atomic.OrUint32(st, StateBusy) // a claimer's fetch_or ...
+	errc := make(chan error, 1)
+	go func() {
+		h, err := c.Acquire(ctx, 7, 1)
+		if err == nil {
+			if h.Tag() != 7 {
+				err = fmt.Errorf("handle of tag %d", h.Tag())
+			}
+			h.Release()
+		}
+		errc <- err
+	}()
+	waitFor(t, func() bool { return refs(atomic.LoadUint32(st)) == 1 })
+	atomic.AndUint32(st, ^uint32(StateBusy)) // ... undone: the way was referenced
+	if err := <-errc; err != nil {
+		t.Fatalf("acquire after an earlier failed fill: %v, want the line", err)
+	}
+	if err := c.quiescentCheck(); err != nil {
+		t.Fatal(err)
 	}
 }
 

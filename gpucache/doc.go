@@ -75,9 +75,16 @@
 //     (they stop the way from being claimed again) and back off until BUSY
 //     clears. Then: tag changed → fetch_sub(n), start over (the owner was
 //     filling another tag when we added); VALID → hit; otherwise the fill
-//     failed: with status StatusFillAborted (the filler was cancelled) undo
-//     and retry the miss yourself; with StatusFillFailed undo and return the
-//     filler's error.
+//     failed: with status StatusFillFailed and an error stored while you
+//     waited, undo and return the filler's error; otherwise (the filler was
+//     cancelled, StatusFillAborted, or the failure is an earlier fill's)
+//     undo and retry the miss yourself. An earlier failure is possible
+//     because BUSY may have been set only by a claimer's fetch_or that it
+//     undid on finding the way referenced (miss step 4), over a failed
+//     fill's leftover; its status says nothing about this wait. Device code
+//     keeps no per-way error: its waiters always start over, and a failure
+//     of their own launch is in the launch's error record, on which they
+//     unwind.
 //
 // Release is state.fetch_sub(n) with release ordering. Writers set DIRTY
 // with fetch_or after their stores and before the fetch_sub (ReleaseDirty);
