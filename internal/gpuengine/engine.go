@@ -1027,6 +1027,8 @@ func decodeError(rec []byte) *DeviceError {
 		LBA:    le.Uint64(rec[ErrorLBAOffset:]),
 		NSID:   uint32(le.Uint64(rec[ErrorNSIDOffset:])),
 		Count:  count,
+
+		abandoned: le.Uint32(rec[ErrorAbandonedOffset:]) != 0,
 	}
 }
 

@@ -29,6 +29,10 @@ type DeviceError struct {
 	NSID   uint32
 	Count  uint32 // failures recorded in the launch
 	Kernel string
+
+	// abandoned: some failure of the launch, the first or a later one,
+	// left tickets, commands or copier jobs abandoned.
+	abandoned bool
 }
 
 func (e *DeviceError) Error() string {
@@ -69,10 +73,12 @@ func (e *DeviceError) Unwrap() error {
 	return nil
 }
 
-// abandons reports whether the failure left queue tickets, commands or
-// copier jobs abandoned, so that the queue pairs and the copier ring need a
-// reset: a timeout, an abort, or a status the Target reports for a command
-// it gave up on (bit 15).
+// abandons reports whether the launch's failures left queue tickets,
+// commands or copier jobs abandoned, so that the queue pairs and the copier
+// ring need a reset: a timeout, an abort, or a status the Target reports
+// for a command it gave up on (bit 15), whether that failure was the first
+// (the one reported) or a later one (the record's abandoned word: a launch
+// whose first failure was an index out of range may still have timed out).
 func (e *DeviceError) abandons() bool {
-	return e.Code == ErrCodeTimeout || e.Code == ErrCodeAborted || (e.Code == ErrCodeStatus && e.Status&0x8000 != 0)
+	return e.abandoned || e.Code == ErrCodeTimeout || e.Code == ErrCodeAborted || (e.Code == ErrCodeStatus && e.Status&0x8000 != 0)
 }

@@ -407,6 +407,127 @@ func TestGPUFaults(t *testing.T) {
 	checkGenerations(t, r.e)
 }
 
+// TestGPUResetAfterLaterTimeout: a launch whose first failure is an index
+// out of range and whose later one is a timeout (a dropped Read) must still
+// reset the queues, or the dropped command's abandoned slot fails the next
+// launch.
+func TestGPUResetAfterLaterTimeout(t *testing.T) {
+	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: 500 * time.Millisecond}, 1, 1<<18, 5)
+	ctx := ctxT(t)
+	idx := make([]uint64, 4096)
+	for i := range idx {
+		idx[i] = uint64(i) * 61 % r.n
+	}
+	out := make([]byte, len(idx)*8)
+	var fired atomic.Int64
+	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+		if c.Opcode == nvme.OpRead && fired.Add(1) == 3 {
+			return nvme.Fault{Kind: nvme.FaultDrop}
+		}
+		return nvme.Fault{}
+	})
+	bad := append([]uint64{r.n}, idx...) // recorded first, at once
+	err := r.arr.Gather(ctx, bad, make([]byte, len(bad)*8))
+	r.e.SetFaultHook(nil)
+	var de *DeviceError
+	if !errors.As(err, &de) || !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("gather with an index out of range and a dropped read: %v, want ErrOutOfRange first", err)
+	}
+	if fired.Load() < 3 || de.Count < 2 || !de.abandoned {
+		t.Fatalf("want a dropped read timing out after the index error: %d reads, %d failures, abandoned %v (%v)", fired.Load(), de.Count, de.abandoned, err)
+	}
+	if err := r.arr.Gather(ctx, idx, out); err != nil {
+		t.Fatalf("gather after the failed launch: %v", err)
+	}
+	for i, j := range idx {
+		if got := binary.LittleEndian.Uint64(out[i*8:]); got != kernels.Pattern64(5, j) {
+			t.Fatalf("element %d wrong after recovery", j)
+		}
+	}
+}
+
+// TestGPUStaleFillFailure puts the way of one line in the state a failed
+// fill of an earlier launch leaves (the line's tag at an odd generation,
+// StatusFillFailed, neither VALID nor BUSY), with BUSY set on top, as a
+// claimer of another line sets it before it finds the way referenced and
+// clears it again. A Gather of an element of that line then takes its
+// reference and waits for BUSY; the test clears BUSY while the kernel
+// waits. The element must come back right: the failure was the earlier
+// launch's, which this one never recorded, so returning without the line
+// (as the device code once did) handed back T{} with no error — the wrong
+// value a Gather returned once after a stalled namespace.
+func TestGPUStaleFillFailure(t *testing.T) {
+	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: 3 * time.Second}, 1, 1<<16, 9)
+	ctx := ctxT(t)
+	const x = 12345
+	out := make([]byte, 8)
+	if err := r.arr.Gather(ctx, []uint64{x}, out); err != nil {
+		t.Fatal(err)
+	}
+	c := r.e.caches[0]
+	K, N := uint32(c.ways), uint32(c.sets)
+	buf := make([]byte, gpucache.RegionBytes(N, K))
+	if err := c.meta.Read(0, buf); err != nil {
+		t.Fatal(err)
+	}
+	tags, ways := gpucache.TagsOffset(N, K), gpucache.WaysOffset(N, K)
+	tag := uint64(1 + x*8/uint64(c.lineSize)) // namespace 0, StartLine 1
+	way := ^uint64(0)
+	for g := uint64(0); g < uint64(N)*uint64(K); g++ {
+		if binary.LittleEndian.Uint64(buf[tags+g*gpucache.TagBytes:])&gpucache.TagMask == tag {
+			way = g
+		}
+	}
+	if way == ^uint64(0) {
+		t.Fatalf("line %#x not resident after a gather of it", tag)
+	}
+	word := binary.LittleEndian.Uint64(buf[tags+way*gpucache.TagBytes:]) &^ gpucache.TagWordClock
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], word+1<<gpucache.TagWordGenShift) // odd: claimed, never published
+	if err := c.meta.Write(tags+way*gpucache.TagBytes, b[:]); err != nil {
+		t.Fatal(err)
+	}
+	stateAt := ways + way*gpucache.WayStride + gpucache.WayStateOffset
+	binary.LittleEndian.PutUint32(b[:], gpucache.StateBusy)
+	binary.LittleEndian.PutUint32(b[4:], gpucache.StatusFillFailed)
+	if err := c.meta.Write(stateAt, b[:]); err != nil { // state, then status
+		t.Fatal(err)
+	}
+
+	errc := make(chan error, 1)
+	got := make([]byte, 8)
+	go func() { errc <- r.arr.Gather(ctx, []uint64{x}, got) }()
+	// The waiter holds one reference on the BUSY way; clear BUSY under
+	// it. The engine launches on a stream that does not synchronise with
+	// these copies, so they run beside the kernel.
+	waited := false
+	for start := time.Now(); time.Since(start) < 2*time.Second && !waited; {
+		if err := c.meta.Read(stateAt, b[:4]); err != nil {
+			t.Fatal(err)
+		}
+		if binary.LittleEndian.Uint32(b[:4]) == gpucache.StateBusy|1 {
+			binary.LittleEndian.PutUint32(b[:4], 1)
+			if err := c.meta.Write(stateAt, b[:4]); err != nil {
+				t.Fatal(err)
+			}
+			waited = true
+		}
+	}
+	err := <-errc
+	if !waited {
+		// A tool that serialises copies with kernels keeps the state
+		// from being seen while the kernel runs.
+		t.Skipf("the waiter was not seen waiting while its kernel ran (gather: %v)", err)
+	}
+	if err != nil {
+		t.Fatalf("gather after an earlier launch's failed fill: %v", err)
+	}
+	if v := binary.LittleEndian.Uint64(got); v != r.stored(x) {
+		t.Fatalf("element %d = %#x with no error, want %#x", x, v, r.stored(x))
+	}
+	checkGenerations(t, r.e)
+}
+
 // TestGPUFaultsFillAhead runs faults through a ReadRange whose warps fill
 // lines ahead of their reads (bam::array::prefetch): 16 Mi elements through
 // 512 MiB of 4 KiB lines, so that the launch's 16896 warps take whole lines

@@ -120,7 +120,11 @@ const (
 	ErrorNSIDOffset   = 24 // u64: NSID of the failed command
 	ErrorCountOffset  = 32 // u32: number of failures recorded in the launch
 	ErrorAbortOffset  = 36 // u32: set by the host to stop the launch's waits (its context ended)
-	ErrorRecordBytes  = 64
+	// u32: non-zero once any failure of the launch, not only the first,
+	// left queue tickets, commands or copier jobs abandoned (a timeout, an
+	// abort, a status the Target gives a command it gave up on).
+	ErrorAbandonedOffset = 40
+	ErrorRecordBytes     = 64
 
 	// Error codes.
 	ErrCodeNone          = 0
@@ -241,6 +245,7 @@ func Layout() layout.Group {
 			c("ErrorNSIDOffset", ErrorNSIDOffset, "Error record: NSID."),
 			c("ErrorCountOffset", ErrorCountOffset, "Error record: failures recorded."),
 			c("ErrorAbortOffset", ErrorAbortOffset, "Error record: abort word, set by the host to stop every wait of the launch."),
+			c("ErrorAbandonedOffset", ErrorAbandonedOffset, "Error record: non-zero once any failure of the launch abandoned tickets, commands or copier jobs."),
 			c("ErrorRecordBytes", ErrorRecordBytes, "Size of the error record."),
 			c("ErrCodeNone", ErrCodeNone, "Error code: none."),
 			c("ErrCodeStatus", ErrCodeStatus, "Error code: failing NVMe status."),

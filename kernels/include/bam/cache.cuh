@@ -457,18 +457,19 @@ __device__ __forceinline__ void unclaim(const array_desc &d, u64 g) {
 }
 
 // end_fill ends step 7 for way g, claimed with n references, once its
-// Read returned st (io_read, read_at): a failed Read marks the way's fill
-// failed, drops the references and records the error; on the copy-engine
-// route (nothing pending in h) the line is published. On success h holds
-// the way.
+// Read returned st (io_read, read_at): a failed Read records the error,
+// then marks the way's fill failed and drops the references, so that a
+// waiter that sees BUSY clear without VALID finds the failure recorded and
+// unwinds (acquire, step 6); on the copy-engine route (nothing pending in
+// h) the line is published. On success h holds the way.
 __device__ __forceinline__ void end_fill(const array_desc &d, u64 g, u32 n, u32 st, u64 index, const where &w, handle *h) {
 	detail::count(d, L::StatFills, 1);
 	if (st != 0) {
+		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
 		detail::st_relaxed_gpu(status_at(d, g), static_cast<u32>(C::StatusFillFailed));
 		__threadfence();
 		atomicAnd(state_at(d, g), ~state_busy);
 		atomicSub(state_at(d, g), n);
-		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
 		return;
 	}
 	h->way = g;
@@ -549,11 +550,16 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 					h.ok = true;
 					return h;
 				}
+				// Not filled. The way's status cannot say by whom: BUSY
+				// may have been a claimer's fetch_or, undone because the
+				// way was referenced (take_way), over a fill that failed
+				// in an earlier launch, whose error this launch never
+				// recorded. Returning now would hand the caller T{} with
+				// no error. Start over instead: a failure of this launch
+				// is in the error record, and the next round unwinds on
+				// it; otherwise the miss path clears the leftover and
+				// fills the line.
 				atomicSub(state_at(d, g), n);
-				if (detail::ld_relaxed_gpu(status_at(d, g)) == C::StatusFillFailed) {
-					// the filler recorded the error already
-					return h;
-				}
 				continue;
 			}
 		}

@@ -35,8 +35,9 @@ struct error_record {
 	u64 lba;
 	u64 nsid;
 	u32 count;
-	u32 abort;  // set by the host (never by kernels) to stop every wait of the launch
-	u32 pad_[6];
+	u32 abort;      // set by the host (never by kernels) to stop every wait of the launch
+	u32 abandoned;  // non-zero once any failure left tickets, commands or copier jobs abandoned
+	u32 pad_[5];
 };
 
 // array_desc is everything bam::array<T> needs to find element i: the
@@ -114,6 +115,7 @@ BAM_CHECK_OFFSET(error_record, lba, L::ErrorLBAOffset);
 BAM_CHECK_OFFSET(error_record, nsid, L::ErrorNSIDOffset);
 BAM_CHECK_OFFSET(error_record, count, L::ErrorCountOffset);
 BAM_CHECK_OFFSET(error_record, abort, L::ErrorAbortOffset);
+BAM_CHECK_OFFSET(error_record, abandoned, L::ErrorAbandonedOffset);
 static_assert(sizeof(error_record) == L::ErrorRecordBytes, "error_record size disagrees with layout.go");
 BAM_CHECK_OFFSET(array_desc, cache_meta, L::ArrayCacheMetaOffset);
 BAM_CHECK_OFFSET(array_desc, cache_data, L::ArrayCacheDataOffset);
@@ -161,6 +163,13 @@ __device__ __forceinline__ bool aborted(const array_desc &d) { return stopped(ab
 __device__ __forceinline__ void record_error(const array_desc &d, u32 code, u32 status, u64 index, u64 lba, u64 nsid) {
 	if (code == L::ErrCodeTimeout && aborted(d)) code = L::ErrCodeAborted;
 	error_record *e = reinterpret_cast<error_record *>(d.error);
+	// Whichever failure comes first, the host must know whether any of
+	// them left something abandoned that it has to reset before the next
+	// launch (a timeout, an abort, a status the Target gives a command it
+	// gave up on: bit 15).
+	if (code == L::ErrCodeTimeout || code == L::ErrCodeAborted || (code == L::ErrCodeStatus && (status & 0x8000u) != 0)) {
+		atomicExch(&e->abandoned, 1u);
+	}
 	if (atomicAdd(&e->count, 1u) == 0) {
 		e->status = status;
 		e->index = index;

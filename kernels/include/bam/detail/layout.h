@@ -312,6 +312,9 @@ inline constexpr unsigned long long ErrorNSIDOffset = 24ull;
 inline constexpr unsigned long long ErrorCountOffset = 32ull;
 /// Error record: abort word, set by the host to stop every wait of the launch.
 inline constexpr unsigned long long ErrorAbortOffset = 36ull;
+/// Error record: non-zero once any failure of the launch abandoned tickets, commands or copier
+/// jobs.
+inline constexpr unsigned long long ErrorAbandonedOffset = 40ull;
 /// Size of the error record.
 inline constexpr unsigned long long ErrorRecordBytes = 64ull;
 /// Error code: none.
