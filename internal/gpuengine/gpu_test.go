@@ -321,8 +321,8 @@ func TestGPUFaults(t *testing.T) {
 			t.Fatalf("%s: engine not usable afterwards: %v", what, err)
 		}
 		for i, j := range idx {
-			if got := binary.LittleEndian.Uint64(out[i*8:]); got != kernels.Pattern64(5, j) {
-				t.Fatalf("%s: element %d wrong after recovery", what, j)
+			if got, want := binary.LittleEndian.Uint64(out[i*8:]), kernels.Pattern64(5, j); got != want {
+				t.Fatalf("%s: element %d = %#x after recovery, want %#x", what, j, got, want)
 			}
 		}
 	}
