@@ -307,24 +307,40 @@ func TestGPUOutOfRange(t *testing.T) {
 	}
 }
 
-func TestGPUFaults(t *testing.T) {
+// newFaultRig is the engine of the fault tests, a 1 MiB cache with four
+// queue pairs of 64 entries and a 500 ms timeout over 256 Ki elements, and
+// the 4096 indices they gather.
+func newFaultRig(t *testing.T) (*rig, []uint64) {
 	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: 500 * time.Millisecond}, 1, 1<<18, 5)
-	ctx := ctxT(t)
 	idx := make([]uint64, 4096)
 	for i := range idx {
 		idx[i] = uint64(i) * 61 % r.n
 	}
+	return r, idx
+}
+
+// gatherRight gathers idx after a failure (what) and fails the test unless
+// the gather succeeds with every element right.
+func (r *rig) gatherRight(t *testing.T, ctx context.Context, idx []uint64, what string) {
+	t.Helper()
+	out := make([]byte, len(idx)*8)
+	if err := r.arr.Gather(ctx, idx, out); err != nil {
+		t.Fatalf("%s: engine not usable afterwards: %v", what, err)
+	}
+	for i, j := range idx {
+		if got, want := binary.LittleEndian.Uint64(out[i*8:]), r.stored(j); got != want {
+			t.Fatalf("%s: element %d = %#x after recovery, want %#x", what, j, got, want)
+		}
+	}
+}
+
+func TestGPUFaults(t *testing.T) {
+	r, idx := newFaultRig(t)
+	ctx := ctxT(t)
 	out := make([]byte, len(idx)*8)
 	check := func(what string) {
 		t.Helper()
-		if err := r.arr.Gather(ctx, idx, out); err != nil {
-			t.Fatalf("%s: engine not usable afterwards: %v", what, err)
-		}
-		for i, j := range idx {
-			if got, want := binary.LittleEndian.Uint64(out[i*8:]), kernels.Pattern64(5, j); got != want {
-				t.Fatalf("%s: element %d = %#x after recovery, want %#x", what, j, got, want)
-			}
-		}
+		r.gatherRight(t, ctx, idx, what)
 	}
 
 	// A failing status reaches Go as the NVMe status.
@@ -412,13 +428,8 @@ func TestGPUFaults(t *testing.T) {
 // reset the queues, or the dropped command's abandoned slot fails the next
 // launch.
 func TestGPUResetAfterLaterTimeout(t *testing.T) {
-	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: 500 * time.Millisecond}, 1, 1<<18, 5)
+	r, idx := newFaultRig(t)
 	ctx := ctxT(t)
-	idx := make([]uint64, 4096)
-	for i := range idx {
-		idx[i] = uint64(i) * 61 % r.n
-	}
-	out := make([]byte, len(idx)*8)
 	var fired atomic.Int64
 	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
 		if c.Opcode == nvme.OpRead && fired.Add(1) == 3 {
@@ -436,14 +447,7 @@ func TestGPUResetAfterLaterTimeout(t *testing.T) {
 	if fired.Load() < 3 || de.Count < 2 || !de.abandoned {
 		t.Fatalf("want a dropped read timing out after the index error: %d reads, %d failures, abandoned %v (%v)", fired.Load(), de.Count, de.abandoned, err)
 	}
-	if err := r.arr.Gather(ctx, idx, out); err != nil {
-		t.Fatalf("gather after the failed launch: %v", err)
-	}
-	for i, j := range idx {
-		if got := binary.LittleEndian.Uint64(out[i*8:]); got != kernels.Pattern64(5, j) {
-			t.Fatalf("element %d wrong after recovery", j)
-		}
-	}
+	r.gatherRight(t, ctx, idx, "an index out of range, then a dropped read")
 }
 
 // TestGPUStaleFillFailure puts the way of one line in the state a failed
