@@ -268,6 +268,9 @@ type Target struct {
 
 	retired     counters
 	queueErrors atomic.Uint64
+	// removed queues whose commands were still running when
+	// RemoveQueuePair gave up waiting (see Stragglers); guarded by mu.
+	stragglers []*queue
 }
 
 // NewTarget returns a Target that moves data through dma. It serves nothing
@@ -441,9 +444,34 @@ func (t *Target) RemoveQueuePair(ctx context.Context, qid uint16) error {
 	err := waitFor(ctx, func() bool { return !q.serving.Load() && q.inflight.Load() == 0 })
 	t.retired.retire(&q.stats)
 	if err != nil {
+		t.mu.Lock()
+		t.stragglers = append(t.stragglers, q)
+		t.mu.Unlock()
 		return fmt.Errorf("nvme: remove queue %d: %d commands in flight: %w", qid, q.inflight.Load(), err)
 	}
 	return nil
+}
+
+// Stragglers returns how many commands of queue pairs removed before they
+// finished (RemoveQueuePair returned an error) are still running against
+// their namespaces. Their completions are discarded, but their data still
+// moves: a Write among them lands when it lands. A host that abandoned
+// commands must not write the same blocks again, nor reuse the memory
+// their PRPs named, until this is 0.
+func (t *Target) Stragglers() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	kept := t.stragglers[:0]
+	for _, q := range t.stragglers {
+		if c := q.inflight.Load(); c > 0 || q.serving.Load() {
+			n += int(max(c, 1))
+			kept = append(kept, q)
+		}
+	}
+	clear(t.stragglers[len(kept):])
+	t.stragglers = kept
+	return n
 }
 
 // waitFor polls cond with a growing sleep until it holds or ctx ends.

@@ -621,3 +621,53 @@ func TestTargetDelayedCommandAfterRemove(t *testing.T) {
 		t.Fatalf("second remove: %v", err)
 	}
 }
+
+// blockingNamespace holds every WriteAt until release is closed, telling
+// started each time one begins.
+type blockingNamespace struct {
+	Namespace
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingNamespace) WriteAt(p []byte, off int64) (int, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return b.Namespace.WriteAt(p, off)
+}
+
+// A Write still running in its namespace when RemoveQueuePair gives up is a
+// straggler until it returns: its data still lands, so the host must not
+// write the same blocks again before Stragglers reports none.
+func TestTargetStragglers(t *testing.T) {
+	m, err := NewMemoryNamespace(512, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &blockingNamespace{Namespace: m, started: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, TargetConfig{}, ns, 4)
+	if n := h.t.Stragglers(); n != 0 {
+		t.Fatalf("stragglers before any removal: %d", n)
+	}
+	pattern(h.buf[:512], 512, 3, 9)
+	c := h.rw(t, OpWrite, 3, 1, 0)
+	h.c.submit(&c)
+	<-ns.started
+	ctx, cancel := context.WithTimeout(h.ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := h.t.RemoveQueuePair(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("remove with a write running: %v, want a deadline error", err)
+	}
+	if n := h.t.Stragglers(); n != 1 {
+		t.Fatalf("stragglers with the write still running: %d, want 1", n)
+	}
+	close(ns.release)
+	waitCond(t, func() bool { return h.t.Stragglers() == 0 })
+	got := make([]byte, 512)
+	if _, err := m.ReadAt(got, 3*512); err != nil {
+		t.Fatal(err)
+	}
+	if gens := checkPattern(t, got, 512, 3); gens[0] != 9 {
+		t.Fatalf("block 3 holds generation %d after the straggling write, want 9", gens[0])
+	}
+}
