@@ -114,6 +114,25 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_cache_dirty_count(const bam::array_desc *de
 	if (c) atomicAdd(out, c);
 }
 
+// bam_cache_release_quarantine clears BUSY on every way of the cache that
+// has it and counts those ways into out. The host runs it only between
+// launches, after the queue pairs were reset and no abandoned command still
+// runs in storage (internal/gpuengine: Engine.settle), when a way can be
+// BUSY only because a command over its line timed out (the quarantine of
+// bam/cache.cuh).
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_cache_release_quarantine(const bam::array_desc *desc, unsigned long long *out) {
+	const u64 ways = desc->sets * desc->ways;
+	u64 c = 0;
+	for (u64 g = bam::global_thread_id(); g < ways; g += bam::grid_threads()) {
+		u32 *state = bam::cache::state_at(*desc, g);
+		if (*reinterpret_cast<volatile u32 *>(state) & bam::cache::state_busy) {
+			atomicAnd(state, ~bam::cache::state_busy);
+			c++;
+		}
+	}
+	if (c) atomicAdd(out, c);
+}
+
 // bam_fill_copier runs the warps of the fill copier (bam/copier.cuh) beside
 // a kernel that uses arrays: every warp serves the ring until its stop word
 // holds epoch or no job came for idle_ns; the last warp to start stores

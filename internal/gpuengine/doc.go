@@ -61,6 +61,18 @@
 // engine stays usable; write-backs a timeout or an abort stopped leave
 // their lines dirty.
 //
+// A command given up on may still run. A Write that timed out leaves its
+// line's way BUSY (the device's quarantine, bam/cache.cuh), so that the
+// launch can neither change the line nor write it back again, and the
+// older Write cannot land over a newer one; so does a Read on the
+// copy-engine route, which may still copy into the line. The reset waits
+// (bounded) for the commands the Target is still executing; those it did
+// not finish are stragglers (nvme.Target.Stragglers). Before every launch
+// the engine waits up to Config.Timeout for stragglers to finish, then
+// fails the call with ErrStragglers; with none left, it clears BUSY on the
+// quarantined ways (bam_cache_release_quarantine) and the lines, still
+// dirty, are written back as usual.
+//
 // The package must not know about stores, catalogs or element types beyond
 // their size: the caller binds an array by its element size, length and
 // place on the namespaces (ArraySpec).

@@ -16,6 +16,7 @@ import (
 	"github.com/bam-go/bam/internal/cuda"
 	"github.com/bam-go/bam/kernels"
 	"github.com/bam-go/bam/nvme"
+	"github.com/bam-go/bam/vq"
 )
 
 // Config sizes the engine. The zero value of every field takes the default
@@ -386,6 +387,9 @@ type Engine struct {
 	namespaces []nvme.Namespace
 
 	passNext *cuda.DeviceMem // the pass kernels' work counter (launchPass), under launchMu
+	// quarantined is set, under launchMu, from a reset after a timeout
+	// until settle has cleared BUSY on the ways whose commands timed out.
+	quarantined bool
 
 	launchMu sync.Mutex
 	mu       sync.Mutex
@@ -819,6 +823,9 @@ func (e *Engine) launch(ctx context.Context, timed, pass bool, fn *cuda.Function
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if err := e.settle(ctx); err != nil {
+		return 0, fmt.Errorf("gpuengine: %s: %w", fn.Name(), err)
+	}
 	var start, end *cuda.Event
 	if timed {
 		var err error
@@ -898,8 +905,11 @@ func (e *Engine) launch(ctx context.Context, timed, pass bool, fn *cuda.Function
 }
 
 // resetAfterTimeout resets the queue pairs and the fill copier's ring,
-// whose tickets and commands timed-out waits abandoned.
+// whose tickets and commands timed-out waits abandoned, and ends the
+// quarantine of the ways those commands were for once storage has finished
+// them (settle).
 func (e *Engine) resetAfterTimeout(ctx context.Context) error {
+	e.quarantined = true
 	if err := e.resetQueues(ctx); err != nil {
 		return fmt.Errorf("gpuengine: reset queues after timeout: %w", err)
 	}
@@ -907,6 +917,80 @@ func (e *Engine) resetAfterTimeout(ctx context.Context) error {
 		if err := e.fillCopier.reset(); err != nil {
 			return fmt.Errorf("gpuengine: reset fill copier after timeout: %w", err)
 		}
+	}
+	if e.target.Stragglers() == 0 {
+		return e.releaseQuarantine(ctx)
+	}
+	return nil
+}
+
+// settle runs before every launch. A command that timed out may still run
+// in storage: its queue pair was reset without it (resetQueues gives up
+// after a bound), but a Write among them lands when it lands, and a Read
+// moves data into memory the queues use again. Until the Target reports no
+// such stragglers, no kernel may run: settle waits for them up to the
+// engine's timeout (bounded by ctx too) and then fails with ErrStragglers.
+// Once there are none, it releases the ways the device quarantined (left
+// BUSY) when their commands timed out, so that they can be written back
+// and evicted again: written back earlier, an older Write still on its way
+// could have landed over a newer one.
+func (e *Engine) settle(ctx context.Context) error {
+	if n := e.target.Stragglers(); n > 0 {
+		wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+		defer cancel()
+		for d := 50 * time.Microsecond; n > 0; n = e.target.Stragglers() {
+			select {
+			case <-wctx.Done():
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("%w: %d after %v more (%w)", ErrStragglers, n, e.cfg.Timeout, vq.ErrTimeout)
+			case <-time.After(d):
+			}
+			d = min(2*d, 5*time.Millisecond)
+		}
+	}
+	if !e.quarantined {
+		return nil
+	}
+	return e.releaseQuarantine(ctx)
+}
+
+// releaseQuarantine clears BUSY on the ways of every cache that hold it
+// (bam_cache_release_quarantine), between launches, with no abandoned
+// command left in storage.
+func (e *Engine) releaseQuarantine(ctx context.Context) error {
+	fn, err := e.function("bam_cache_release_quarantine")
+	if err != nil {
+		return err
+	}
+	out, err := e.ctx.Alloc(8) // not e.alloc: launchMu is held
+	if err != nil {
+		return err
+	}
+	defer out.Free()
+	if err := e.stream.MemsetD8(out.Ptr(), 0, 8); err != nil {
+		return err
+	}
+	for _, c := range e.caches {
+		cfg := cuda.Linear(c.sets*uint64(c.ways), 256, 4096)
+		cfg.Stream = e.stream
+		if err := fn.Launch(cfg, cuda.Ptr(c.cacheDesc.Ptr()), cuda.Ptr(out.Ptr())); err != nil {
+			return fmt.Errorf("gpuengine: release quarantined ways: %w", err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := e.stream.Wait(wctx); err != nil {
+		return fmt.Errorf("gpuengine: release quarantined ways: %w", err)
+	}
+	b := make([]byte, 8)
+	if err := out.Read(0, b); err != nil {
+		return err
+	}
+	e.quarantined = false
+	if n := binary.LittleEndian.Uint64(b); n > 0 {
+		e.cfg.Logger.Info("gpuengine: ways released from quarantine after a timeout", "ways", n)
 	}
 	return nil
 }

@@ -18,6 +18,11 @@ var (
 	ErrUnsupported = errors.New("gpuengine: unsupported")
 	// ErrClosed is returned by calls on a closed engine.
 	ErrClosed = errors.New("gpuengine: engine closed")
+	// ErrStragglers is returned, wrapped with vq.ErrTimeout, by launches
+	// while commands that timed out in an earlier launch are still
+	// running in storage after its queue pairs were reset: no kernel runs
+	// until storage has finished them.
+	ErrStragglers = errors.New("gpuengine: commands abandoned after a timeout still run in storage")
 )
 
 // DeviceError is the first failure a kernel recorded during a launch.

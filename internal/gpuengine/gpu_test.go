@@ -29,6 +29,13 @@ type rig struct {
 
 func newRig(t *testing.T, cfg Config, nns int, elems uint64, seed uint64) *rig {
 	t.Helper()
+	return newRigWrapped(t, cfg, nns, elems, seed, nil)
+}
+
+// newRigWrapped is newRig with the engine's namespaces wrap(member) when
+// wrap is not nil (the rig's own reads and writes still go to the memory).
+func newRigWrapped(t *testing.T, cfg Config, nns int, elems uint64, seed uint64, wrap func(*nvme.MemoryNamespace) nvme.Namespace) *rig {
+	t.Helper()
 	cudatest.Device(t)
 	if cfg.LineSize == 0 {
 		cfg.LineSize = 4096
@@ -45,7 +52,11 @@ func newRig(t *testing.T, cfg Config, nns int, elems uint64, seed uint64) *rig {
 			t.Fatal(err)
 		}
 		r.ns = append(r.ns, ns)
-		nss = append(nss, ns)
+		if wrap != nil {
+			nss = append(nss, wrap(ns))
+		} else {
+			nss = append(nss, ns)
+		}
 	}
 	// element i: line l = i/per on member l%nns at line 1 + l/nns (line 0 left unused)
 	for i := uint64(0); i < elems; i++ {

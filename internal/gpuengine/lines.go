@@ -31,13 +31,13 @@ const (
 	RouteBounce
 	// RouteCopyEngine names the line itself in the PRPs: the Target moves
 	// the data with the GPU's copy engine before it posts the completion,
-	// for fills and write-backs. Experimental, for measurement: when a
-	// command outlives Config.Timeout (a stalled namespace), the kernel
-	// gives the way up while the Target may still copy into it later, so a
-	// line refilled in between could be overwritten. The bounce route has
-	// no such window (a late completion lands in a quarantined staging
-	// slot). Closing it needs timed-out ways quarantined until the queues
-	// are reset. With the default 64 queues, C1's scattered 8-byte lookups
+	// for fills and write-backs. Experimental, for measurement. A command
+	// that outlives Config.Timeout (a stalled namespace) may still copy
+	// into or out of its line later, so its way stays BUSY until the
+	// queues are reset and no straggler is left (doc.go, Errors): without
+	// that, a late Write copied out the data of another line that had
+	// taken the way since (TestGPUWriteBackQuarantine). With the default
+	// 64 queues, C1's scattered 8-byte lookups
 	// on this route ended in wait timeouts (errors after Config.Timeout,
 	// not hangs) although 16 Ki commands at its 0.1-0.3 M fills/s should
 	// wait well under a second; the cause is not known yet. With 16 queues

@@ -13,6 +13,18 @@
 // device memory instead of crossing PCIe. Dirty victims are copied out to a
 // staging slot the same way and written with an NVMe Write. No lock is
 // held across I/O and every wait is bounded by the descriptor's timeout.
+//
+// Quarantine. A command whose wait timed out may still run: a Write lands
+// when storage gets to it, a Read on the copy-engine route still copies
+// into its line. So the way of a write-back that timed out gets its line
+// back (VALID, DIRTY) but keeps BUSY, and so does the way of a timed-out
+// copy-engine fill: until the launch ends, nobody changes, evicts or
+// writes back that line again, which would let the older Write land last
+// or the late copy overwrite a line that took the way since. Readers
+// still read the line without references (peek); those that wait for BUSY
+// give up once the launch has a failure recorded. The host clears BUSY
+// between launches, after the queue pairs were reset and storage has
+// finished every command given up on (bam_cache_release_quarantine).
 #ifndef BAM_CACHE_CUH
 #define BAM_CACHE_CUH
 
@@ -410,7 +422,8 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 			const u32 gen = word_gen(detail::ld_relaxed_gpu(tag_at(d, victim)));
 			detail::st_release_gpu(tag_at(d, victim), (static_cast<u64>(gen + 1u) << C::TagWordGenShift) | old_tag);
 			atomicOr(state_at(d, victim), state_valid | state_dirty);
-			atomicAnd(state_at(d, victim), ~state_busy);
+			// A Write that timed out may still run (quarantine).
+			if (st != status_timeout) atomicAnd(state_at(d, victim), ~state_busy);
 			atomicSub(state_at(d, victim), n);
 			drop_lock(lock);
 			fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, ow);
@@ -468,7 +481,9 @@ __device__ __forceinline__ void end_fill(const array_desc &d, u64 g, u32 n, u32 
 		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
 		detail::st_relaxed_gpu(status_at(d, g), static_cast<u32>(C::StatusFillFailed));
 		__threadfence();
-		atomicAnd(state_at(d, g), ~state_busy);
+		// A timed-out Read on the copy-engine route may still copy into
+		// the line: the way stays BUSY (quarantine).
+		if (st != status_timeout || d.direct_below == 0) atomicAnd(state_at(d, g), ~state_busy);
 		atomicSub(state_at(d, g), n);
 		return;
 	}
@@ -534,10 +549,18 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 				for (u32 i = 0;; i++) {
 					s = detail::ld_acquire_gpu(state_at(d, g));
 					if (!(s & state_busy)) break;
-					if ((i & 7) == 7 && detail::expired(deadline, detail::abort_word(d))) {
-						atomicSub(state_at(d, g), n);
-						fail(d, L::ErrCodeTimeout, status_timeout, index, w);
-						return h;
+					if ((i & 7) == 7) {
+						if (detail::expired(deadline, detail::abort_word(d))) {
+							atomicSub(state_at(d, g), n);
+							fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+							return h;
+						}
+						// The launch failed already: the way may
+						// be quarantined, and stay BUSY.
+						if (detail::failed(d)) {
+							atomicSub(state_at(d, g), n);
+							return h;
+						}
 					}
 					wb.pause();
 				}
@@ -771,7 +794,7 @@ __device__ __noinline__ bool write_back_way(const array_desc &d, u64 g) {
 	detail::count(d, L::StatWriteBacks, 1);
 	__threadfence();
 	if (st != 0) {
-		atomicAnd(state_at(d, g), ~state_busy);
+		if (st != status_timeout) atomicAnd(state_at(d, g), ~state_busy);  // else quarantined
 		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, g, w);
 		return false;
 	}
