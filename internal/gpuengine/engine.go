@@ -388,8 +388,11 @@ type Engine struct {
 
 	passNext *cuda.DeviceMem // the pass kernels' work counter (launchPass), under launchMu
 	// quarantined is set, under launchMu, from a reset after a timeout
-	// until settle has cleared BUSY on the ways whose commands timed out.
+	// until settle has cleared BUSY on the ways whose commands timed out;
+	// resetErr holds the error of such a reset that failed, which settle
+	// retries before anything else.
 	quarantined bool
+	resetErr    error
 
 	launchMu sync.Mutex
 	mu       sync.Mutex
@@ -910,12 +913,15 @@ func (e *Engine) launch(ctx context.Context, timed, pass bool, fn *cuda.Function
 // them (settle).
 func (e *Engine) resetAfterTimeout(ctx context.Context) error {
 	e.quarantined = true
-	if err := e.resetQueues(ctx); err != nil {
-		return fmt.Errorf("gpuengine: reset queues after timeout: %w", err)
+	e.resetErr = e.resetQueues(ctx)
+	if e.resetErr != nil {
+		e.resetErr = fmt.Errorf("gpuengine: reset queues after timeout: %w", e.resetErr)
+		return e.resetErr
 	}
 	if e.fillCopier != nil {
 		if err := e.fillCopier.reset(); err != nil {
-			return fmt.Errorf("gpuengine: reset fill copier after timeout: %w", err)
+			e.resetErr = fmt.Errorf("gpuengine: reset fill copier after timeout: %w", err)
+			return e.resetErr
 		}
 	}
 	if e.target.Stragglers() == 0 {
@@ -935,6 +941,13 @@ func (e *Engine) resetAfterTimeout(ctx context.Context) error {
 // and evicted again: written back earlier, an older Write still on its way
 // could have landed over a newer one.
 func (e *Engine) settle(ctx context.Context) error {
+	if e.resetErr != nil {
+		// Commands given up on may still sit in queues the failed reset
+		// did not take from the Target: reset again first.
+		if err := e.resetAfterTimeout(ctx); err != nil {
+			return err
+		}
+	}
 	if n := e.target.Stragglers(); n > 0 {
 		wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 		defer cancel()
@@ -1124,7 +1137,8 @@ func (e *Engine) resetQueues(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 2*e.cfg.Timeout+time.Second)
 		err := e.target.RemoveQueuePair(rctx, q.id)
 		cancel()
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		// ErrNoQueue: an earlier reset that failed took it away.
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nvme.ErrNoQueue) {
 			return err
 		}
 		if err := q.reset(); err != nil {
