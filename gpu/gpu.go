@@ -90,6 +90,10 @@ var (
 	// number, size or placement; a Go int, for one, is 8 bytes, a C int 4.
 	// Checked as far as the driver describes kernel parameters.
 	ErrArgs = cuda.ErrArgs
+	// ErrStragglers: storage is still running commands that an earlier
+	// launch gave up on (a stalled namespace), so no kernel may run yet;
+	// retry later. It matches vq.ErrTimeout too.
+	ErrStragglers = gpuengine.ErrStragglers
 )
 
 // Module is a loaded set of user kernels bound to a store's GPU engine.
