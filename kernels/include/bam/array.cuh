@@ -164,26 +164,6 @@ __device__ __forceinline__ u64 split(u32 line_shift, u64 i, u64 *off) {
 	return i >> shift;
 }
 
-// The slow paths that a hit path may call (acquire_slow, fill_lines,
-// read_slow) are called through their addresses, loaded volatile
-// (indirect). ptxas compiles a direct call to a function that
-// itself makes calls to a convention of its own in which the caller saves
-// every register live across the call, so each loop that could call a slow
-// path kept its values in local memory on every pass, hit or miss, and
-// local traffic outweighed the line data in L2 (C3 through span: 220 bytes
-// of spill stores, 2.4 local sectors per data sector). An indirect call
-// follows the ABI, whose preserved registers the callee saves in its own
-// prologue, on the slow path only. Taking the addresses alone was not
-// enough: in a module with other kernels ptxas still compiled direct calls
-// to its own convention. With indirect calls, C3 through span (coarsening
-// 32, H200) went from 0.50 of a plain device array to 0.84-0.86, and
-// element by element from 0.18 to 0.39
-// (bench/results/logs/c3-call-convention-H200-20261126.txt).
-template <typename F>
-__device__ __forceinline__ F indirect(F const &entry) {
-	return *const_cast<volatile F *>(&entry);
-}
-
 }  // namespace detail
 
 // count_groups adds the warp's number of line acquisitions to the
@@ -384,9 +364,8 @@ __device__ __noinline__ void fill_lines(const array_desc *desc, u64 line, bool w
 	copy_staged(d, h);
 }
 
-// fill_lines_entry is fill_lines' address, for prefetch's indirect call
-// (detail::indirect).
-static __device__ void (*fill_lines_entry)(const array_desc *, u64, bool, u64) = fill_lines;
+// fill_lines_entry takes fill_lines' address (see acquire_slow_entry).
+static __device__ __attribute__((used)) void (*const fill_lines_entry)(const array_desc *, u64, bool, u64) = fill_lines;
 
 // hit_fields are the fields of the hit path: the part of a bam::array<T>
 // kernel argument after the descriptor's address (layout::engine::ArrayArg*,
@@ -454,9 +433,23 @@ __device__ __noinline__ slot acquire_slow(const array_desc &d, coalesce::group g
 	return slot{g.broadcast(h.way), g.broadcast(static_cast<u32>(h.ok))};
 }
 
-// acquire_slow_entry is acquire_slow's address, for take_line's indirect
-// call (detail::indirect).
-static __device__ slot (*acquire_slow_entry)(const array_desc &, coalesce::group, u64, u64, slot) = acquire_slow;
+// acquire_slow_entry takes acquire_slow's address, which is all it is for.
+// ptxas may compile a call to a function that itself makes calls to a
+// convention of its own in which the caller saves every register live
+// across the call: each loop that could call the slow path then keeps its
+// values in local memory on every pass, hit or miss, and that local
+// traffic outweighed the line data in L2 (C3 through span: 220 bytes of
+// spill stores, 2.4 local sectors per data sector). A function whose
+// address is taken keeps the ABI, whose preserved registers the callee
+// saves in its own prologue, on the slow path only. Whether ptxas honours
+// that depends on the module (in CUDA 11.8's, a module with the span loop
+// and one kernel of read() kept it; one with read() and prefetch loops as
+// well did not), so the hit paths also keep out of line only what must be
+// (array_ref moves inline). An indirect call would force the ABI always,
+// but returned wrong elements and halved cold passes on an H200: the
+// protocol's warp-collective calls need their lanes converged.
+// bench/results/logs/c3-call-convention-H200-20261126.txt has the figures.
+static __device__ __attribute__((used)) slot (*const acquire_slow_entry)(const array_desc &, coalesce::group, u64, u64, slot) = acquire_slow;
 
 // take_line has the lanes of mask that want line take it: grouped by
 // line (*g is the calling lane's group), one probe by each group's leader,
@@ -470,7 +463,7 @@ __device__ __forceinline__ slot take_line(const array_desc &d, const hit_fields 
 	const cache::probe p = probe_group(d, f, *g, line, &tag);
 	slot s{g->broadcast(p.way), g->broadcast(static_cast<u32>(p.confirmed(tag)))};
 	settle_probe(f, *g, p, s.ok, s.way);
-	if (__any_sync(mask, !s.ok)) s = detail::indirect(acquire_slow_entry)(d, *g, line, index, s);
+	if (__any_sync(mask, !s.ok)) s = acquire_slow(d, *g, line, index, s);
 	return s;
 }
 
@@ -498,10 +491,9 @@ __device__ __noinline__ T read_slow(const array_desc *desc, u64 line, u64 i, u64
 	return v;
 }
 
-// read_slow_entry is read_slow's address, for read's indirect call
-// (detail::indirect).
+// read_slow_entry takes read_slow's address (see acquire_slow_entry).
 template <typename T>
-static __device__ T (*read_slow_entry)(const array_desc *, u64, u64, u64) = read_slow<T>;
+static __device__ __attribute__((used)) T (*const read_slow_entry)(const array_desc *, u64, u64, u64) = read_slow<T>;
 
 // array is passed to kernels by value: the host fills it
 // (layout::engine::ArrayArg*) with the descriptor's address and the hit
@@ -545,7 +537,7 @@ class array {
 	__device__ __forceinline__ void prefetch(u64 i) const {
 		const bool want = i < hot.count;
 		const u64 line = want ? i >> (hot.line_shift - detail::elem_shift<T>()) : 0;
-		detail::indirect(fill_lines_entry)(desc, line, want, i);
+		fill_lines(desc, line, want, i);
 	}
 
 	// prefetch_steps is the read-ahead of a grid-stride loop whose warp
@@ -601,7 +593,7 @@ class array {
 		const u32 active = __activemask();
 		count_groups(f.stats, active, coalesce::by(active, line));
 		if (hit && !p.referenced()) cache::mark_hit(f.tags, p.way);
-		if (!hit) v = detail::indirect(read_slow_entry<T>)(desc, line, i, off);
+		if (!hit) v = read_slow<T>(desc, line, i, off);
 		return v;
 	}
 
