@@ -38,6 +38,10 @@ typedef bam_CUresult (*fn_dtoha)(void *, bam_CUdeviceptr, size_t, bam_CUstream);
 typedef bam_CUresult (*fn_dtoda)(bam_CUdeviceptr, bam_CUdeviceptr, size_t, bam_CUstream);
 typedef bam_CUresult (*fn_modload)(bam_CUmodule *, const void *, unsigned, bam_CUjit_option *, void **);
 typedef bam_CUresult (*fn_modunload)(bam_CUmodule);
+typedef bam_CUresult (*fn_linkcreate)(unsigned, bam_CUjit_option *, void **, void **);
+typedef bam_CUresult (*fn_linkadd)(void *, int, void *, size_t, const char *, unsigned, bam_CUjit_option *, void **);
+typedef bam_CUresult (*fn_linkcomplete)(void *, void **, size_t *);
+typedef bam_CUresult (*fn_linkdestroy)(void *);
 typedef bam_CUresult (*fn_modfunc)(bam_CUfunction *, bam_CUmodule, const char *);
 typedef bam_CUresult (*fn_modglobal)(bam_CUdeviceptr *, size_t *, bam_CUmodule, const char *);
 typedef bam_CUresult (*fn_funcattr)(int *, int, bam_CUfunction);
@@ -90,6 +94,10 @@ static struct {
 	fn_dtoda cuMemcpyDtoDAsync;
 	fn_modload cuModuleLoadDataEx;
 	fn_modunload cuModuleUnload;
+	fn_linkcreate cuLinkCreate;
+	fn_linkadd cuLinkAddData;
+	fn_linkcomplete cuLinkComplete;
+	fn_linkdestroy cuLinkDestroy;
 	fn_modfunc cuModuleGetFunction;
 	fn_modglobal cuModuleGetGlobal;
 	fn_funcattr cuFuncGetAttribute;
@@ -172,6 +180,10 @@ int bam_cu_load(const char *path, char *err, size_t errlen) {
 	SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", NULL);
 	SYM(cuModuleLoadDataEx, "cuModuleLoadDataEx", NULL);
 	SYM(cuModuleUnload, "cuModuleUnload", NULL);
+	SYM(cuLinkCreate, "cuLinkCreate_v2", "cuLinkCreate");
+	SYM(cuLinkAddData, "cuLinkAddData_v2", "cuLinkAddData");
+	SYM(cuLinkComplete, "cuLinkComplete", NULL);
+	SYM(cuLinkDestroy, "cuLinkDestroy", NULL);
 	SYM(cuModuleGetFunction, "cuModuleGetFunction", NULL);
 	SYM(cuModuleGetGlobal, "cuModuleGetGlobal_v2", NULL);
 	SYM(cuFuncGetAttribute, "cuFuncGetAttribute", NULL);
@@ -283,21 +295,73 @@ enum {
 	JIT_GENERATE_LINE_INFO = 13,
 };
 
+// jit_options fills the options both loads pass: the two logs, verbose
+// (register use per function) and line info.
+static unsigned jit_options(bam_CUjit_option *opts, void **vals, char *info, size_t infolen, char *errlog, size_t errlen,
+                            int lineinfo) {
+	opts[0] = JIT_INFO_LOG_BUFFER, vals[0] = info;
+	opts[1] = JIT_INFO_LOG_BUFFER_SIZE_BYTES, vals[1] = (void *)(uintptr_t)infolen;
+	opts[2] = JIT_ERROR_LOG_BUFFER, vals[2] = errlog;
+	opts[3] = JIT_ERROR_LOG_BUFFER_SIZE_BYTES, vals[3] = (void *)(uintptr_t)errlen;
+	opts[4] = JIT_LOG_VERBOSE, vals[4] = (void *)(uintptr_t)1;
+	opts[5] = JIT_GENERATE_LINE_INFO, vals[5] = (void *)(uintptr_t)(lineinfo ? 1 : 0);
+	if (infolen) info[0] = 0;
+	if (errlen) errlog[0] = 0;
+	return 6;
+}
+
+// terminate_logs ends both logs with a NUL: the driver writes terminated
+// logs, but a full buffer is cut defensively anyway.
+static void terminate_logs(char *info, size_t infolen, char *errlog, size_t errlen) {
+	if (infolen) info[infolen - 1] = 0;
+	if (errlen) errlog[errlen - 1] = 0;
+}
+
 bam_CUresult bam_cuModuleLoadDataEx(bam_CUcontext c, bam_CUmodule *m, const void *image,
                                      char *info, size_t infolen, char *errlog, size_t errlen, int lineinfo) {
 	WITH_CTX(c);
-	bam_CUjit_option opts[6] = {JIT_INFO_LOG_BUFFER, JIT_INFO_LOG_BUFFER_SIZE_BYTES, JIT_ERROR_LOG_BUFFER,
-	                            JIT_ERROR_LOG_BUFFER_SIZE_BYTES, JIT_LOG_VERBOSE, JIT_GENERATE_LINE_INFO};
-	void *vals[6] = {info, (void *)(uintptr_t)infolen, errlog, (void *)(uintptr_t)errlen, (void *)(uintptr_t)1,
-	                 (void *)(uintptr_t)(lineinfo ? 1 : 0)};
-	if (infolen) info[0] = 0;
-	if (errlen) errlog[0] = 0;
-	bam_CUresult r = cu.cuModuleLoadDataEx(m, image, 6, opts, vals);
-	// The driver writes NUL-terminated logs; terminate defensively anyway.
-	if (infolen) info[infolen - 1] = 0;
-	if (errlen) errlog[errlen - 1] = 0;
+	bam_CUjit_option opts[6];
+	void *vals[6];
+	const unsigned n = jit_options(opts, vals, info, infolen, errlog, errlen, lineinfo);
+	bam_CUresult r = cu.cuModuleLoadDataEx(m, image, n, opts, vals);
+	terminate_logs(info, infolen, errlog, errlen);
 	return r;
 }
+
+enum { JIT_INPUT_PTX = 1 };
+
+bam_CUresult bam_link_ptx(bam_CUcontext c, bam_CUmodule *m, const char *ptx, size_t size, char *info, size_t infolen,
+                          char *errlog, size_t errlen, int lineinfo, int *stage) {
+	WITH_CTX(c);
+	bam_CUjit_option opts[6];
+	void *vals[6];
+	const unsigned n = jit_options(opts, vals, info, infolen, errlog, errlen, lineinfo);
+	void *state = NULL, *cubin = NULL;
+	size_t cubin_size = 0;
+	*stage = 0;
+	bam_CUresult r = cu.cuLinkCreate(n, opts, vals, &state);
+	if (r != 0) goto out;
+	*stage = 1;
+	r = cu.cuLinkAddData(state, JIT_INPUT_PTX, (void *)ptx, size, "module.ptx", 0, NULL, NULL);
+	if (r != 0) goto out;
+	*stage = 2;
+	r = cu.cuLinkComplete(state, &cubin, &cubin_size);
+	if (r != 0) goto out;
+	*stage = 3;
+	// The image belongs to the link state until it is destroyed.
+	r = cu.cuModuleLoadDataEx(m, cubin, 0, NULL, NULL);
+out:
+	if (state) {
+		bam_CUresult d = cu.cuLinkDestroy(state);
+		if (r == 0 && d != 0) {
+			*stage = 4;
+			r = d;
+		}
+	}
+	terminate_logs(info, infolen, errlog, errlen);
+	return r;
+}
+
 bam_CUresult bam_cuModuleUnload(bam_CUcontext c, bam_CUmodule m) { WITH_CTX(c); return cu.cuModuleUnload(m); }
 bam_CUresult bam_cuModuleGetFunction(bam_CUcontext c, bam_CUfunction *f, bam_CUmodule m, const char *name) { WITH_CTX(c); return cu.cuModuleGetFunction(f, m, name); }
 bam_CUresult bam_cuModuleGetGlobal(bam_CUcontext c, bam_CUdeviceptr *p, size_t *bytes, bam_CUmodule m, const char *name) { WITH_CTX(c); return cu.cuModuleGetGlobal(p, bytes, m, name); }

@@ -85,6 +85,13 @@ bam_CUresult bam_copy_batch(bam_CUcontext c, int kind, const bam_copy *copies, s
 
 bam_CUresult bam_cuModuleLoadDataEx(bam_CUcontext c, bam_CUmodule *m, const void *image,
                                      char *info, size_t infolen, char *errlog, size_t errlen, int lineinfo);
+// bam_link_ptx JIT-compiles PTX through the driver's linker (cuLinkCreate,
+// cuLinkAddData, cuLinkComplete) and loads the image: each function is
+// compiled on its own, as a relocatable object, so calls follow the ABI.
+// *stage tells which call failed: 0 cuLinkCreate, 1 cuLinkAddData, 2
+// cuLinkComplete, 3 cuModuleLoadDataEx, 4 cuLinkDestroy.
+bam_CUresult bam_link_ptx(bam_CUcontext c, bam_CUmodule *m, const char *ptx, size_t size, char *info, size_t infolen,
+                          char *errlog, size_t errlen, int lineinfo, int *stage);
 bam_CUresult bam_cuModuleUnload(bam_CUcontext c, bam_CUmodule m);
 bam_CUresult bam_cuModuleGetFunction(bam_CUcontext c, bam_CUfunction *f, bam_CUmodule m, const char *name);
 bam_CUresult bam_cuModuleGetGlobal(bam_CUcontext c, bam_CUdeviceptr *p, size_t *bytes, bam_CUmodule m, const char *name);

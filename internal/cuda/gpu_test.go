@@ -494,22 +494,32 @@ func TestGPUBrokenPTXReportsJITLog(t *testing.T) {
 	ret;
 }
 `
-	_, err := ctx.LoadPTX([]byte(bad))
-	if err == nil {
-		t.Fatal("broken PTX loaded")
+	loads := []struct {
+		name string
+		load func([]byte) (*cuda.Module, error)
+		call string // the failing driver call
+	}{
+		{"linked", ctx.LoadPTX, "cuLinkAddData_v2"},
+		{"whole program", ctx.LoadPTXWholeProgram, "cuModuleLoadDataEx"},
 	}
-	t.Logf("error: %v", err)
-	var ce *cuda.Error
-	if !errors.As(err, &ce) || ce.Call != "cuModuleLoadDataEx" {
-		t.Fatalf("error %v is not a *cuda.Error from cuModuleLoadDataEx", err)
-	}
-	msg := err.Error()
-	i := strings.Index(msg, "JIT error log:")
-	if i < 0 {
-		t.Fatalf("error lacks the JIT error log: %v", err)
-	}
-	if log := msg[i:]; !strings.Contains(log, "undeclared_register_bam") && !strings.Contains(strings.ToLower(log), "error") {
-		t.Errorf("JIT log does not describe the problem: %q", log)
+	for _, l := range loads {
+		_, err := l.load([]byte(bad))
+		if err == nil {
+			t.Fatalf("%s: broken PTX loaded", l.name)
+		}
+		t.Logf("%s: error: %v", l.name, err)
+		var ce *cuda.Error
+		if !errors.As(err, &ce) || ce.Call != l.call {
+			t.Fatalf("%s: error %v is not a *cuda.Error from %s", l.name, err, l.call)
+		}
+		msg := err.Error()
+		i := strings.Index(msg, "JIT error log:")
+		if i < 0 {
+			t.Fatalf("%s: error lacks the JIT error log: %v", l.name, err)
+		}
+		if log := msg[i:]; !strings.Contains(log, "undeclared_register_bam") && !strings.Contains(strings.ToLower(log), "error") {
+			t.Errorf("%s: JIT log does not describe the problem: %q", l.name, log)
+		}
 	}
 	if _, err := ctx.LoadPTX(nil); err == nil {
 		t.Error("empty PTX loaded")

@@ -74,6 +74,16 @@ type Config struct {
 	MirrorRun int
 	// MirrorStreams is gpuengine.Config.MirrorStreams (0: the default).
 	MirrorStreams int
+	// WholeProgramJIT is gpuengine.Config.WholeProgramJIT.
+	WholeProgramJIT bool
+}
+
+// jitName is how results name the JIT's mode (Config.WholeProgramJIT).
+func jitName(whole bool) string {
+	if whole {
+		return "whole program (cuModuleLoadDataEx)"
+	}
+	return "linked, function by function (cuLink*)"
 }
 
 func (c *Config) fill() {

@@ -114,6 +114,12 @@ type Config struct {
 	// whole reads fastest with large lines (fewer commands), one read at a
 	// few rows wastes least with small ones. The line sizes must differ.
 	MoreCaches []CacheConfig
+	// WholeProgramJIT has the JIT compile each kernel module as one
+	// program (cuda.Context.LoadPTXWholeProgram) rather than through the
+	// linker, function by function, with ABI calls (LoadPTX, the
+	// default). For comparisons: whole, the loops of bam::array_ref that
+	// may call the cache's slow path keep their values in local memory.
+	WholeProgramJIT bool
 	// Faults, when set, is consulted by the Target for every command (tests).
 	Faults nvme.FaultHook
 	// Logger receives engine events. Default: discard.
@@ -511,7 +517,7 @@ func (e *Engine) init() error {
 	if err != nil {
 		return err
 	}
-	if e.mod, err = e.ctx.LoadPTX(ptx); err != nil {
+	if e.mod, err = e.loadPTX(ptx); err != nil {
 		return fmt.Errorf("gpuengine: load array kernels: %w", err)
 	}
 	if e.stream, err = e.ctx.NewStream(); err != nil {
@@ -739,6 +745,14 @@ func (e *Engine) Module(family string) (*cuda.Module, error) {
 	ptx, err := kernels.PTX(family)
 	if err != nil {
 		return nil, err
+	}
+	return e.loadPTX(ptx)
+}
+
+// loadPTX loads a module the way Config.WholeProgramJIT says.
+func (e *Engine) loadPTX(ptx []byte) (*cuda.Module, error) {
+	if e.cfg.WholeProgramJIT {
+		return e.ctx.LoadPTXWholeProgram(ptx)
 	}
 	return e.ctx.LoadPTX(ptx)
 }
