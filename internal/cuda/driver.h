@@ -87,7 +87,8 @@ bam_CUresult bam_cuModuleLoadDataEx(bam_CUcontext c, bam_CUmodule *m, const void
                                      char *info, size_t infolen, char *errlog, size_t errlen, int lineinfo);
 // bam_link_ptx JIT-compiles PTX through the driver's linker (cuLinkCreate,
 // cuLinkAddData, cuLinkComplete) and loads the image: each function is
-// compiled on its own, as a relocatable object, so calls follow the ABI.
+// compiled on its own, as a relocatable object, so calls follow the ABI
+// (cuda.Context.LinkPTX).
 // *stage tells which call failed: 0 cuLinkCreate, 1 cuLinkAddData, 2
 // cuLinkComplete, 3 cuModuleLoadDataEx, 4 cuLinkDestroy.
 bam_CUresult bam_link_ptx(bam_CUcontext c, bam_CUmodule *m, const char *ptx, size_t size, char *info, size_t infolen,

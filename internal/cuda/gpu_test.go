@@ -499,8 +499,8 @@ func TestGPUBrokenPTXReportsJITLog(t *testing.T) {
 		load func([]byte) (*cuda.Module, error)
 		call string // the failing driver call
 	}{
-		{"linked", ctx.LoadPTX, "cuLinkAddData_v2"},
-		{"whole program", ctx.LoadPTXWholeProgram, "cuModuleLoadDataEx"},
+		{"whole program", ctx.LoadPTX, "cuModuleLoadDataEx"},
+		{"linked", ctx.LinkPTX, "cuLinkAddData_v2"},
 	}
 	for _, l := range loads {
 		_, err := l.load([]byte(bad))

@@ -30,32 +30,36 @@ type Module struct {
 	fns map[string]*Function // looked up so far, by name
 }
 
-// LoadPTX JIT-compiles PTX text for the context's device and loads it,
-// through the driver's linker: each function is compiled as a relocatable
-// object, on its own, and a call to a __noinline__ function follows the
-// ABI, whose callee saves the registers it uses in its own prologue.
-// Compiled as one program (LoadPTXWholeProgram), ptxas gives a call to a
-// function that itself makes calls a convention in which the caller keeps
-// everything live across the call in local memory, on every pass of a
-// loop that may call it, called or not: the bam device library's hit
-// paths, whose loops may call the cache's slow path, lost about half their
-// rate to it (bench/results/logs/c3-call-convention-H200-20261126.txt). On
-// failure the returned error contains the JIT compiler's error log.
+// LoadPTX JIT-compiles PTX text for the context's device as one program
+// (cuModuleLoadDataEx) and loads it. On failure the returned error
+// contains the JIT compiler's error log.
 func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
 	return c.loadPTX(ptx, false)
 }
 
-// LoadPTXWholeProgram is LoadPTX with the module compiled as one program
-// (cuModuleLoadDataEx), the driver's default: calls between the module's
-// functions may take conventions of ptxas's own. For comparisons.
-func (c *Context) LoadPTXWholeProgram(ptx []byte) (*Module, error) {
+// LinkPTX is LoadPTX through the driver's linker (cuLinkCreate,
+// cuLinkAddData, cuLinkComplete): each function is compiled on its own,
+// as a relocatable object, and a call to a __noinline__ function follows
+// the ABI, whose callee saves the registers it uses in its own prologue.
+// Compiled as one program, ptxas gives a call to a function that itself
+// makes calls a convention in which the caller keeps everything live
+// across the call in local memory, on every pass of a loop that may call
+// it, called or not: the bam device library's all-hit loops lose about
+// half their rate to it (bench/results/logs/c3-call-convention-*).
+//
+// It is for comparisons, not for bam's modules: on an H200 (CUDA 13
+// driver) the taxi example's grouped average through bam::array returned
+// one extra row value in each of four groups when its module was linked
+// so, in every cache configuration, at JIT optimisation levels 1 and up
+// (bench/results/logs/linked-jit-H200-20261126.txt).
+func (c *Context) LinkPTX(ptx []byte) (*Module, error) {
 	return c.loadPTX(ptx, true)
 }
 
 // linkStages names the calls of bam_link_ptx by its stage.
 var linkStages = [...]string{"cuLinkCreate_v2", "cuLinkAddData_v2", "cuLinkComplete", "cuModuleLoadDataEx", "cuLinkDestroy"}
 
-func (c *Context) loadPTX(ptx []byte, whole bool) (*Module, error) {
+func (c *Context) loadPTX(ptx []byte, link bool) (*Module, error) {
 	h, err := c.handle()
 	if err != nil {
 		return nil, err
@@ -77,14 +81,14 @@ func (c *Context) loadPTX(ptx []byte, whole bool) (*Module, error) {
 	var m C.bam_CUmodule
 	var r C.bam_CUresult
 	call := "cuModuleLoadDataEx"
-	if whole {
-		r = C.bam_cuModuleLoadDataEx(h, &m, img, info, jitLogBytes, elog, jitLogBytes, 1)
-	} else {
+	if link {
 		var stage C.int
 		r = C.bam_link_ptx(h, &m, (*C.char)(img), C.size_t(len(ptx)+1), info, jitLogBytes, elog, jitLogBytes, 1, &stage)
 		if int(stage) >= 0 && int(stage) < len(linkStages) {
 			call = linkStages[stage]
 		}
+	} else {
+		r = C.bam_cuModuleLoadDataEx(h, &m, img, info, jitLogBytes, elog, jitLogBytes, 1)
 	}
 	infoText := strings.TrimSpace(C.GoString(info))
 	if err := check(call, r); err != nil {

@@ -114,12 +114,13 @@ type Config struct {
 	// whole reads fastest with large lines (fewer commands), one read at a
 	// few rows wastes least with small ones. The line sizes must differ.
 	MoreCaches []CacheConfig
-	// WholeProgramJIT has the JIT compile each kernel module as one
-	// program (cuda.Context.LoadPTXWholeProgram) rather than through the
-	// linker, function by function, with ABI calls (LoadPTX, the
-	// default). For comparisons: whole, the loops of bam::array_ref that
-	// may call the cache's slow path keep their values in local memory.
-	WholeProgramJIT bool
+	// LinkedJIT has the JIT compile each kernel module through the
+	// driver's linker, function by function, with ABI calls
+	// (cuda.Context.LinkPTX), rather than as one program. For comparisons
+	// only: C3's loops of bam::array_ref then keep their values in
+	// registers, but the taxi example's grouped average returned wrong
+	// sums (cuda.Context.LinkPTX says more).
+	LinkedJIT bool
 	// Faults, when set, is consulted by the Target for every command (tests).
 	Faults nvme.FaultHook
 	// Logger receives engine events. Default: discard.
@@ -749,10 +750,10 @@ func (e *Engine) Module(family string) (*cuda.Module, error) {
 	return e.loadPTX(ptx)
 }
 
-// loadPTX loads a module the way Config.WholeProgramJIT says.
+// loadPTX loads a module the way Config.LinkedJIT says.
 func (e *Engine) loadPTX(ptx []byte) (*cuda.Module, error) {
-	if e.cfg.WholeProgramJIT {
-		return e.ctx.LoadPTXWholeProgram(ptx)
+	if e.cfg.LinkedJIT {
+		return e.ctx.LinkPTX(ptx)
 	}
 	return e.ctx.LoadPTX(ptx)
 }
