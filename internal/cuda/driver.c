@@ -354,6 +354,9 @@ out:
 	if (state) {
 		bam_CUresult d = cu.cuLinkDestroy(state);
 		if (r == 0 && d != 0) {
+			// Report the failure without leaking the module loaded.
+			cu.cuModuleUnload(*m);
+			*m = NULL;
 			*stage = 4;
 			r = d;
 		}
