@@ -216,6 +216,25 @@ __device__ void table_add(u64 key, u64 c, u64 nn, double s, bool avg, u64 *keys,
 	atomicOr(overflow, 1u);
 }
 
+// group_sum returns the sum of v over the lanes of same, the calling
+// lane's group (__match_any_sync); the whole warp calls it together.
+//
+// The loop stays rolled. Unrolled, ptxas (11.8 and the CUDA 13 JIT, sm_90)
+// tested the 32 constant bits of same through bulk predicate writes (R2P
+// into P1-P6), and the code it emits for shuffles of a diverged warp uses
+// P6 as scratch: a warp that reached the loop diverged, which calls in the
+// loop above make possible, added lane 6's value to every group
+// (bench/results/logs/p6-shuffle-H200-20261126.txt).
+__device__ __forceinline__ double group_sum(double v, u32 same) {
+	double s = 0;
+#pragma unroll 1
+	for (u32 l = 0; l < 32; l++) {
+		const double x = __shfl_sync(bam::full_warp_mask, v, l);
+		if ((same >> l) & 1u) s += x;
+	}
+	return s;
+}
+
 // grouped runs B1–B4: the key of each row from the columns mask names,
 // lanes with equal keys aggregated by their lowest lane, which adds the
 // group to the hash table.
@@ -248,13 +267,7 @@ __device__ void grouped(U8 cab, I8 pc, U32 pickup, F32 dist, F32 total, u32 mask
 			}
 			const u32 same = __match_any_sync(bam::full_warp_mask, key);
 			const u32 leader = __ffs(same) - 1;
-			double s = 0;
-			if (avg) {
-				for (u32 l = 0; l < 32; l++) {
-					const double x = __shfl_sync(bam::full_warp_mask, v, l);
-					if (same & (1u << l)) s += x;
-				}
-			}
+			const double s = avg ? group_sum(v, same) : 0.0;
 			const u32 nn = __popc(__ballot_sync(bam::full_warp_mask, nonnull) & same);
 			if (live && lane == leader) {
 				table_add(key, __popc(same), nn, s, avg != 0, keys, counts, nns, sums, cap, overflow);
