@@ -45,18 +45,13 @@ func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
 // makes calls a convention in which the caller keeps everything live
 // across the call in local memory, on every pass of a loop that may call
 // it, called or not: the bam device library's all-hit loops lose about
-// half their rate to it (bench/results/logs/c3-call-convention-*). The
-// GPU engine loads its modules this way.
+// half their rate to it (bench/results/logs/c3-call-convention-*).
 //
-// Calls also let a warp leave them diverged, so code after them may run
-// the compiler's fallback for warp-synchronous instructions of a
-// diverged warp. On sm_90 that fallback's shuffles write predicate P6 as
-// scratch, and ptxas (11.8, and the CUDA 13 JIT) did not keep a value it
-// had placed in P6 by a bulk predicate write (R2P) out of its way: the
-// taxi example's grouped average, a loop of 32 shuffles testing constant
-// bits of a lane mask, added one lane's value to every group
-// (bench/results/logs/p6-shuffle-H200-20261126.txt; the kernel's loop
-// now stays rolled).
+// It is for comparisons, not for bam's modules: on an H200 (CUDA 13
+// driver) the taxi example's grouped average through bam::array returned
+// one extra row value in each of four groups when its module was linked
+// so, in every cache configuration, at JIT optimisation levels 1 and up
+// (bench/results/logs/linked-jit-H200-20261126.txt).
 func (c *Context) LinkPTX(ptx []byte) (*Module, error) {
 	return c.loadPTX(ptx, true)
 }
