@@ -47,11 +47,17 @@ func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
 // it, called or not: the bam device library's all-hit loops lose about
 // half their rate to it (bench/results/logs/c3-call-convention-*).
 //
-// It is for comparisons, not for bam's modules: on an H200 (CUDA 13
-// driver) the taxi example's grouped average through bam::array returned
-// one extra row value in each of four groups when its module was linked
-// so, in every cache configuration, at JIT optimisation levels 1 and up
-// (bench/results/logs/linked-jit-H200-20261126.txt).
+// It is for comparisons, not for bam's modules. Calls may leave a warp
+// diverged, and code written for a warp that runs through them together
+// then fails in ways one program does not show (H200, CUDA 13 driver;
+// bench/results/logs/p6-shuffle-H200-20261126.txt):
+//   - the fallback ptxas emits for a diverged warp's shuffles on sm_90
+//     uses predicate P6 as scratch, over a value a bulk predicate write
+//     had put there: the taxi example's grouped average added one lane's
+//     value to every group (its loop now stays rolled, which avoids it);
+//   - the engine's scatter pass deadlocked: one lane waited at a
+//     warp-synchronous step of an access, with a mask naming lanes that
+//     had gone on to the next one.
 func (c *Context) LinkPTX(ptx []byte) (*Module, error) {
 	return c.loadPTX(ptx, true)
 }

@@ -118,8 +118,8 @@ type Config struct {
 	// driver's linker, function by function, with ABI calls
 	// (cuda.Context.LinkPTX), rather than as one program. For comparisons
 	// only: C3's loops of bam::array_ref then keep their values in
-	// registers, but the taxi example's grouped average returned wrong
-	// sums (cuda.Context.LinkPTX says more).
+	// registers, but a warp may leave the calls diverged, and the scatter
+	// pass deadlocked under load (cuda.Context.LinkPTX says more).
 	LinkedJIT bool
 	// Faults, when set, is consulted by the Target for every command (tests).
 	Faults nvme.FaultHook
