@@ -64,7 +64,7 @@ func addGPUFlags(fs *flag.FlagSet) gpuFlags {
 		copiers: fs.Int("copier-warps", 0, "warps of the fill copier (0: the engine's default; negative: none)"),
 		mirror:  fs.Int("mirror-run-kib", 0, "KiB the Target joins into one copy into a staging mirror (0: the engine's default)"),
 		mstream: fs.Int("mirror-streams", 0, "streams copying into staging mirrors (0: the engine's default)"),
-		linked:  fs.Bool("linked-jit", false, "JIT each kernel module function by function through the driver's linker (for comparison; the scatter pass is known to deadlock so)"),
+		linked:  fs.Bool("linked-jit", false, "JIT each kernel module function by function through the driver's linker (for comparison only: linked so, the scatter pass deadlocked under load)"),
 	}
 }
 
