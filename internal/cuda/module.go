@@ -57,7 +57,11 @@ func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
 //     value to every group (its loop now stays rolled, which avoids it);
 //   - the engine's scatter pass deadlocked: one lane waited at a
 //     warp-synchronous step of an access, with a mask naming lanes that
-//     had gone on to the next one.
+//     had gone on to the next one. With bam::for_range's rounds
+//     synchronised it passed, but a small-cache read-ahead pass then
+//     timed out more often than as one program, and a racecheck run left
+//     ways VALID without a tag after a dropped command
+//     (bench/results/logs/linked-default-d49f88a-H200-20261126.txt).
 func (c *Context) LinkPTX(ptx []byte) (*Module, error) {
 	return c.loadPTX(ptx, true)
 }
