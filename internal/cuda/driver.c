@@ -242,8 +242,17 @@ bam_CUresult bam_cuCtxSynchronize(bam_CUcontext c) { WITH_CTX(c); return cu.cuCt
 bam_CUresult bam_cuMemGetInfo(bam_CUcontext c, size_t *free, size_t *total) { WITH_CTX(c); return cu.cuMemGetInfo(free, total); }
 bam_CUresult bam_cuMemAlloc(bam_CUcontext c, bam_CUdeviceptr *p, size_t n) { WITH_CTX(c); return cu.cuMemAlloc(p, n); }
 bam_CUresult bam_cuMemFree(bam_CUcontext c, bam_CUdeviceptr p) { WITH_CTX(c); return cu.cuMemFree(p); }
-bam_CUresult bam_cuMemsetD8(bam_CUcontext c, bam_CUdeviceptr p, unsigned char v, size_t n) { WITH_CTX(c); return cu.cuMemsetD8(p, v, n); }
-bam_CUresult bam_cuMemsetD32(bam_CUcontext c, bam_CUdeviceptr p, unsigned v, size_t n) { WITH_CTX(c); return cu.cuMemsetD32(p, v, n); }
+// legacy_done waits, after a call the driver ran on the legacy default
+// stream, until that stream is done. The driver may return from a memset
+// of device memory, a copy between device addresses or a copy from
+// pageable host memory before it finishes (CUDA's API synchronisation
+// behaviour), and bam's streams are non-blocking: a kernel launched on one
+// right after could run before it, or during it. These calls promise to
+// have finished when they return.
+static bam_CUresult legacy_done(bam_CUresult r) { return r != 0 ? r : cu.cuStreamSynchronize((bam_CUstream)0); }
+
+bam_CUresult bam_cuMemsetD8(bam_CUcontext c, bam_CUdeviceptr p, unsigned char v, size_t n) { WITH_CTX(c); return legacy_done(cu.cuMemsetD8(p, v, n)); }
+bam_CUresult bam_cuMemsetD32(bam_CUcontext c, bam_CUdeviceptr p, unsigned v, size_t n) { WITH_CTX(c); return legacy_done(cu.cuMemsetD32(p, v, n)); }
 bam_CUresult bam_cuMemsetD8Async(bam_CUcontext c, bam_CUdeviceptr p, unsigned char v, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemsetD8Async(p, v, n, s); }
 bam_CUresult bam_cuMemsetD32Async(bam_CUcontext c, bam_CUdeviceptr p, unsigned v, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemsetD32Async(p, v, n, s); }
 bam_CUresult bam_cuMemHostAlloc(bam_CUcontext c, void **p, size_t n, unsigned flags) { WITH_CTX(c); return cu.cuMemHostAlloc(p, n, flags); }
@@ -251,9 +260,9 @@ bam_CUresult bam_cuMemFreeHost(bam_CUcontext c, void *p) { WITH_CTX(c); return c
 bam_CUresult bam_cuMemHostGetDevicePointer(bam_CUcontext c, bam_CUdeviceptr *d, void *p) { WITH_CTX(c); return cu.cuMemHostGetDevicePointer(d, p, 0); }
 bam_CUresult bam_cuMemHostRegister(bam_CUcontext c, void *p, size_t n, unsigned flags) { WITH_CTX(c); return cu.cuMemHostRegister(p, n, flags); }
 bam_CUresult bam_cuMemHostUnregister(bam_CUcontext c, void *p) { WITH_CTX(c); return cu.cuMemHostUnregister(p); }
-bam_CUresult bam_cuMemcpyHtoD(bam_CUcontext c, bam_CUdeviceptr dst, const void *src, size_t n) { WITH_CTX(c); return cu.cuMemcpyHtoD(dst, src, n); }
+bam_CUresult bam_cuMemcpyHtoD(bam_CUcontext c, bam_CUdeviceptr dst, const void *src, size_t n) { WITH_CTX(c); return legacy_done(cu.cuMemcpyHtoD(dst, src, n)); }
 bam_CUresult bam_cuMemcpyDtoH(bam_CUcontext c, void *dst, bam_CUdeviceptr src, size_t n) { WITH_CTX(c); return cu.cuMemcpyDtoH(dst, src, n); }
-bam_CUresult bam_cuMemcpyDtoD(bam_CUcontext c, bam_CUdeviceptr dst, bam_CUdeviceptr src, size_t n) { WITH_CTX(c); return cu.cuMemcpyDtoD(dst, src, n); }
+bam_CUresult bam_cuMemcpyDtoD(bam_CUcontext c, bam_CUdeviceptr dst, bam_CUdeviceptr src, size_t n) { WITH_CTX(c); return legacy_done(cu.cuMemcpyDtoD(dst, src, n)); }
 bam_CUresult bam_cuMemcpyHtoDAsync(bam_CUcontext c, bam_CUdeviceptr dst, const void *src, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemcpyHtoDAsync(dst, src, n, s); }
 bam_CUresult bam_cuMemcpyDtoHAsync(bam_CUcontext c, void *dst, bam_CUdeviceptr src, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemcpyDtoHAsync(dst, src, n, s); }
 bam_CUresult bam_cuMemcpyDtoDAsync(bam_CUcontext c, bam_CUdeviceptr dst, bam_CUdeviceptr src, size_t n, bam_CUstream s) { WITH_CTX(c); return cu.cuMemcpyDtoDAsync(dst, src, n, s); }

@@ -606,6 +606,87 @@ func TestGPUEventsAndStreamWait(t *testing.T) {
 	}
 }
 
+// TestGPUSyncCallsFinishBeforeReturn checks that the calls the driver runs
+// on the legacy default stream (memsets, device-to-device copies,
+// host-to-device copies from pageable memory) have finished when they
+// return: a kernel launched right after on a non-blocking stream, which
+// does not wait for the legacy stream, must see their result. The buffer
+// is large, so that an unfinished call would still be running when the
+// kernel reads its end.
+func TestGPUSyncCallsFinishBeforeReturn(t *testing.T) {
+	ctx := cudatest.Device(t)
+	m := cudatest.Module(t, ctx, kernels.FamilyBasic)
+	fill := cudatest.Function(t, m, kernels.FillPatternU64)
+	gather := cudatest.Function(t, m, kernels.GatherU64)
+	s, err := ctx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	const n = 64 << 20 // elements: 512 MiB
+	big := cudatest.Alloc(t, ctx, n*8)
+	zeros := cudatest.Alloc(t, ctx, n*8)
+	if err := zeros.Memset8(0); err != nil {
+		t.Fatal(err)
+	}
+	// Indices over the whole buffer, most of them in its last quarter.
+	const k = 4096
+	idx := make([]uint64, k)
+	for i := range idx {
+		if i%4 == 0 {
+			idx[i] = uint64(i) * (n / k)
+		} else {
+			idx[i] = n - 1 - uint64(i)*(n/4/k)
+		}
+	}
+	dIdx := cudatest.Alloc(t, ctx, k*8)
+	if err := dIdx.Write(0, cuda.AsBytes(idx)); err != nil {
+		t.Fatal(err)
+	}
+	dOut := cudatest.Alloc(t, ctx, k*8)
+	onS := func(cfg cuda.LaunchConfig) cuda.LaunchConfig { cfg.Stream = s; return cfg }
+	hostZeros := make([]byte, n*8)
+	for _, c := range []struct {
+		name string
+		call func() error
+		want uint64
+	}{
+		{"MemsetD8", func() error { return big.Memset8(0) }, 0},
+		{"MemsetD32", func() error { return ctx.MemsetD32(big.Ptr(), 0xffffffff, 2*n) }, ^uint64(0)},
+		{"CopyDtoD", func() error { return ctx.CopyDtoD(big.Ptr(), zeros.Ptr(), n*8) }, 0},
+		{"CopyHtoD", func() error { return ctx.CopyHtoD(big.Ptr(), hostZeros) }, 0},
+	} {
+		for round := 0; round < 3; round++ {
+			if err := fill.Launch(onS(cuda.Linear(n, 256, 2048)), cuda.Ptr(big.Ptr()), cuda.U64(n), cuda.U64(3)); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.call(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			err := gather.Launch(onS(cuda.Linear(k, 256, 0)),
+				cuda.Ptr(dOut.Ptr()), cuda.Ptr(big.Ptr()), cuda.U64(n), cuda.Ptr(dIdx.Ptr()), cuda.U64(k), cuda.U64(1), cuda.Ptr(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]byte, k*8)
+			if err := dOut.Read(0, out); err != nil {
+				t.Fatal(err)
+			}
+			for i, j := range idx {
+				if got := binary.LittleEndian.Uint64(out[8*i:]); got != c.want {
+					t.Fatalf("%s, round %d: element %d = %#x after the call returned, want %#x", c.name, round, j, got, c.want)
+				}
+			}
+		}
+	}
+}
+
 // TestGPUConcurrentGoroutines drives one context from many goroutines at
 // once: each call must find its context current on whatever thread runs it.
 // Not under racecheck: there, frees and copies beside other streams'

@@ -139,7 +139,8 @@ func (c *Context) CopyDtoH(dst []byte, src DevicePtr) error {
 	return check("cuMemcpyDtoH_v2", C.bam_cuMemcpyDtoH(h, unsafe.Pointer(&dst[0]), C.bam_CUdeviceptr(src), C.size_t(len(dst))))
 }
 
-// CopyDtoD copies n bytes between device addresses.
+// CopyDtoD copies n bytes between device addresses and returns when done,
+// so that a kernel launched afterwards on any stream sees them.
 func (c *Context) CopyDtoD(dst, src DevicePtr, n uint64) error {
 	h, err := c.handle()
 	if err != nil || n == 0 {
@@ -148,7 +149,9 @@ func (c *Context) CopyDtoD(dst, src DevicePtr, n uint64) error {
 	return check("cuMemcpyDtoD_v2", C.bam_cuMemcpyDtoD(h, C.bam_CUdeviceptr(dst), C.bam_CUdeviceptr(src), C.size_t(n)))
 }
 
-// MemsetD8 sets n bytes at p to v.
+// MemsetD8 sets n bytes at p to v and returns when done, so that a kernel
+// launched afterwards on any stream (the engine's are non-blocking, and do
+// not wait for the legacy stream these run on) sees them.
 func (c *Context) MemsetD8(p DevicePtr, v byte, n uint64) error {
 	h, err := c.handle()
 	if err != nil {
@@ -157,7 +160,8 @@ func (c *Context) MemsetD8(p DevicePtr, v byte, n uint64) error {
 	return check("cuMemsetD8_v2", C.bam_cuMemsetD8(h, C.bam_CUdeviceptr(p), C.uchar(v), C.size_t(n)))
 }
 
-// MemsetD32 sets count 32-bit words at p (4-byte aligned) to v.
+// MemsetD32 sets count 32-bit words at p (4-byte aligned) to v and returns
+// when done, as MemsetD8.
 func (c *Context) MemsetD32(p DevicePtr, v uint32, count uint64) error {
 	h, err := c.handle()
 	if err != nil {
