@@ -274,6 +274,15 @@ __device__ __forceinline__ bool take_lock(u32 *lock, u64 deadline, const u32 *st
 	}
 }
 
+// try_lock takes the set lock if it is free now, without waiting.
+__device__ __forceinline__ bool try_lock(u32 *lock) {
+	if (detail::ld_relaxed_gpu(lock) != C::LockFree || atomicCAS(lock, static_cast<u32>(C::LockFree), static_cast<u32>(C::LockHeld)) != C::LockFree) {
+		return false;
+	}
+	__threadfence();
+	return true;
+}
+
 // drop_lock releases the set lock with a release store: the holder's
 // accesses come before it, and nothing waits for an exchange's answer.
 __device__ __forceinline__ void drop_lock(u32 *lock) { detail::st_release_gpu(lock, static_cast<u32>(C::LockFree)); }
@@ -317,24 +326,16 @@ enum claim_outcome : u32 {
 	claim_failed,  // a failure was recorded (set lock wait, write-back)
 };
 
-// claim is the miss path's claim of a way for the line at w (gpucache/doc.go,
-// miss steps 1-6): under the set lock it re-scans the set, chooses a victim
-// (a free way first, then the clock hand), installs the line's tag with n
-// references and BUSY, and once the lock is dropped writes a dirty victim
-// back. It waits only for the set lock, whose holders never wait while
-// holding it, and for the write-back's I/O. With spare > 0 it claims only
-// while more than spare ways of the set are not BUSY (bam::read_ahead
-// leaves ways for the fills that others wait for).
-__device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 set, u64 base, u64 K, u32 n, u64 deadline, u64 index,
-                                     u64 *way, u32 spare = 0) {
-	// 1. set lock (short; no I/O under it)
+// claim_locked is the miss path's claim of a way for the line at w
+// (gpucache/doc.go, miss steps 2-6), for a caller that took the set's lock
+// (step 1): under it, it re-scans the set, chooses a victim (a free way
+// first, then the clock hand) and installs the line's tag with n references
+// and BUSY; it drops the lock, then writes a dirty victim back. With spare >
+// 0 it claims only while more than spare ways of the set are not BUSY
+// (bam::read_ahead leaves ways for the fills that others wait for).
+__device__ __forceinline__ u32 claim_locked(const array_desc &d, const where &w, u64 set, u64 base, u64 K, u32 n, u64 deadline,
+                                            u64 index, u64 *way, u32 spare = 0) {
 	u32 *lock = set_lock(d, set);
-	if (!take_lock(lock, deadline, detail::abort_word(d))) {
-		// Other misses of the set kept the lock; they too may be
-		// waiting for ways that stay held.
-		fail_wait(d, base, K, index, w);
-		return claim_failed;
-	}
 	// 2. re-scan
 	bool again = false;
 	for (u64 k = 0; k < K && !again; k++) {
@@ -436,16 +437,38 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 	return claim_done;
 }
 
+// claim is claim_locked after waiting for the set lock (step 1: short; no
+// I/O under it). It waits only for the lock, whose holders never wait
+// while holding it, and for the write-back's I/O.
+__device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 set, u64 base, u64 K, u32 n, u64 deadline, u64 index,
+                                     u64 *way) {
+	if (!take_lock(set_lock(d, set), deadline, detail::abort_word(d))) {
+		// Other misses of the set kept the lock; they too may be
+		// waiting for ways that stay held.
+		fail_wait(d, base, K, index, w);
+		return claim_failed;
+	}
+	return claim_locked(d, w, set, base, K, n, deadline, index, way);
+}
+
 // claim_absent claims a way for the line at w, BUSY and unreferenced
 // (*way), when no way of its set holds the line's tag (resident, being
 // filled or a failed fill's leftover) and a way can be taken now. It never
-// waits for another thread's fill or references, only for the set lock
-// and a dirty victim's write-back, so a warp may keep several ways it
-// claimed this way BUSY while their Reads are in flight (bam::array's
-// prefetch): none of them waits on another warp. False when the line needs
-// no fill from this thread, when no way was free, or when a failure was
-// recorded.
-// spare is claim's.
+// waits for another thread's fill or references, only for a dirty
+// victim's write-back, so a warp may keep several ways it claimed this way
+// BUSY while their Reads are in flight (bam::array's prefetch): none of
+// them waits on another warp. False when the line needs no fill from this
+// thread, when no way was free, when the set's lock was held, or when a
+// failure was recorded. spare is claim_locked's.
+//
+// It does not wait for the set lock either. Its callers' lanes claim up to
+// 32 sets at once, and a lane waiting for one set's lock while a lane of
+// its warp held another's could keep that lock held: in a cold pass with
+// read-ahead over 64 KiB lines through a 32 MiB cache (H200), lanes
+// waiting for a set lock timed out after 5 s in 1 to 3 of 4 runs, with no
+// I/O in flight (bench/results/logs/set-lock-wait-H200-20261126.txt). A
+// line whose set is locked is left to its reads, like one whose set has no
+// way free.
 __device__ __noinline__ bool claim_absent(const array_desc &d, const where &w, u64 index, u64 *way, u32 spare = 0) {
 	if (detail::failed(d)) return false;
 	const u64 K = d.ways;
@@ -453,7 +476,8 @@ __device__ __noinline__ bool claim_absent(const array_desc &d, const where &w, u
 	const u64 base = set * K;
 	u64 word;
 	if (find_way(tag_at(d, 0), base, K, w.tag, &word) != ~0ull) return false;
-	if (claim(d, w, set, base, K, 0, detail::globaltimer() + d.timeout_ns, index, way, spare) != claim_done) return false;
+	if (!try_lock(set_lock(d, set))) return false;
+	if (claim_locked(d, w, set, base, K, 0, detail::globaltimer() + d.timeout_ns, index, way, spare) != claim_done) return false;
 	detail::count(d, L::StatMisses, 1);
 	return true;
 }
