@@ -637,7 +637,11 @@ func writeCatalog(ns *namespace, c *format.Catalog) error {
 }
 
 // Close closes the namespaces the store opened and releases its lock. It
-// waits for a catalog update in progress. Closing twice returns nil.
+// waits for a catalog update in progress. The GPU engine waits for
+// commands still running in the namespaces at most its wait bound: past
+// it, Close returns an error wrapping nvme.ErrStillRunning, and the
+// engine's memory is freed once those commands return. Closing twice
+// returns nil.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

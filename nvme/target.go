@@ -94,6 +94,10 @@ var (
 	// ErrHostProtocol wraps the error recorded when a host breaks the queue
 	// protocol (a doorbell value outside the ring, for example).
 	ErrHostProtocol = errors.New("nvme: host protocol error")
+	// ErrStillRunning is returned, with the context's error, by Shutdown
+	// when commands were still running in their namespaces as its context
+	// ended.
+	ErrStillRunning = errors.New("nvme: commands still running in their namespaces")
 )
 
 // Broadcast NSID: all namespaces (valid for Flush).
@@ -265,6 +269,7 @@ type Target struct {
 	started atomic.Bool
 	closed  atomic.Bool
 	wg      sync.WaitGroup
+	done    chan struct{} // closed once every goroutine has returned after Close
 
 	retired     counters
 	queueErrors atomic.Uint64
@@ -282,7 +287,7 @@ func NewTarget(cfg TargetConfig, dma *DMASpace) (*Target, error) {
 	if dma == nil {
 		return nil, fmt.Errorf("nvme: NewTarget: nil DMASpace")
 	}
-	t := &Target{cfg: cfg, dma: dma, log: cfg.Logger, jobs: make(chan job, cfg.Executors)}
+	t := &Target{cfg: cfg, dma: dma, log: cfg.Logger, jobs: make(chan job, cfg.Executors), done: make(chan struct{})}
 	t.nss.Store(&map[uint32]*nsEntry{})
 	t.queues.Store(&map[uint16]*queue{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
@@ -511,16 +516,50 @@ func (t *Target) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the Target and waits for its goroutines. Completions still
-// waiting for CQ space and delayed commands are discarded. Namespaces are
-// not closed.
+// Close stops the Target and waits for its goroutines: Shutdown with no
+// bound. Completions still waiting for CQ space and delayed commands are
+// discarded. Namespaces are not closed.
 func (t *Target) Close() error {
-	if !t.closed.CompareAndSwap(false, true) {
-		return nil
+	return t.Shutdown(context.Background())
+}
+
+// Shutdown stops the Target as Close does, waiting for its goroutines only
+// until ctx ends. A command running in a namespace call that has not
+// returned by then keeps its goroutine: Shutdown returns an error wrapping
+// ErrStillRunning and ctx's error, and the goroutine ends when the call
+// returns (Done). Until Done is closed such a command may still move data
+// through the Target's DMASpace, so the memory registered there, and the
+// queue pairs' memory, must stay allocated. Calls after the first wait
+// again, each bounded by its own ctx.
+func (t *Target) Shutdown(ctx context.Context) error {
+	if t.closed.CompareAndSwap(false, true) {
+		t.cancel()
+		go func() {
+			t.wg.Wait()
+			close(t.done)
+		}()
 	}
-	t.cancel()
-	t.wg.Wait()
-	return nil
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %d after the Target stopped (%w)", ErrStillRunning, t.running(), ctx.Err())
+	}
+}
+
+// Done returns a channel closed once the Target has stopped (Close or
+// Shutdown) and every command it was running has returned from its
+// namespace.
+func (t *Target) Done() <-chan struct{} { return t.done }
+
+// running counts the commands running against namespaces: those of the
+// queue pairs served and of removed ones (Stragglers).
+func (t *Target) running() int {
+	n := t.Stragglers()
+	for _, q := range *t.queues.Load() {
+		n += int(q.inflight.Load())
+	}
+	return n
 }
 
 // Kick tells the Target that queue qid's SQ tail doorbell was rung, waking

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -669,5 +670,69 @@ func TestTargetStragglers(t *testing.T) {
 	}
 	if gens := checkPattern(t, got, 512, 3); gens[0] != 9 {
 		t.Fatalf("block 3 holds generation %d after the straggling write, want 9", gens[0])
+	}
+}
+
+// blockingReads holds every ReadAt until release is closed, telling started
+// each time one begins.
+type blockingReads struct {
+	Namespace
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingReads) ReadAt(p []byte, off int64) (int, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return b.Namespace.ReadAt(p, off)
+}
+
+// Shutdown returns within its bound while a Read hangs in its namespace,
+// saying so, and Done is closed once the Read returns. Its data still lands
+// (the memory must stay allocated until then).
+func TestTargetShutdownBounded(t *testing.T) {
+	m, err := NewMemoryNamespace(512, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 512)
+	pattern(want, 512, 5, 7)
+	if _, err := m.WriteAt(want, 5*512); err != nil {
+		t.Fatal(err)
+	}
+	ns := &blockingReads{Namespace: m, started: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, TargetConfig{}, ns, 4)
+	c := h.rw(t, OpRead, 5, 1, 0)
+	h.c.submit(&c)
+	<-ns.started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = h.t.Shutdown(ctx)
+	if !errors.Is(err, ErrStillRunning) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with a Read hanging: %v, want ErrStillRunning and a deadline error", err)
+	}
+	if !strings.Contains(err.Error(), ": 1 after") {
+		t.Errorf("Shutdown's error does not count the one running command: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Shutdown took %v with a 50ms bound", d)
+	}
+	select {
+	case <-h.t.Done():
+		t.Fatal("Done closed while a Read still runs")
+	default:
+	}
+	close(ns.release)
+	select {
+	case <-h.t.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed 10s after the Read returned")
+	}
+	if !bytes.Equal(h.buf[:512], want) {
+		t.Fatal("the Read that outlived Shutdown did not land its data")
+	}
+	if err := h.t.Close(); err != nil {
+		t.Fatalf("Close after Done: %v", err)
 	}
 }

@@ -408,6 +408,10 @@ type Engine struct {
 	resident map[*cuda.Function]uint32 // blocks of passBlock threads the device keeps resident (passGrid)
 	sms      int                       // multiprocessors (passGrid)
 	arrays   map[*Array]struct{}
+	// freed, set by a Close that returned with commands still running in
+	// their namespaces, is closed once the engine has been freed after
+	// them (tests).
+	freed chan struct{}
 }
 
 // lineCache is one set-associative cache of one line size, with the queue
@@ -1308,7 +1312,11 @@ func (e *Engine) Stats() (Stats, error) {
 func (e *Engine) SetFaultHook(h nvme.FaultHook) { e.target.SetFaultHook(h) }
 
 // Close stops the Target and frees device and pinned memory. Bound arrays
-// become unusable.
+// become unusable. It waits for commands running in their namespaces at
+// most the engine's Timeout: past it, it returns an error wrapping
+// nvme.ErrStillRunning, and the memory those commands may still move data
+// into (the queues' staging slots, the mirrors, cache lines on the
+// copy-engine route) is freed, with the rest, only once they return.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -1326,8 +1334,31 @@ func (e *Engine) Close() error {
 		errs = append(errs, e.stream.Synchronize())
 	}
 	if e.target != nil {
-		errs = append(errs, e.target.Close())
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Timeout)
+		err := e.target.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			e.cfg.Logger.Warn("gpuengine: closed with commands still running in their namespaces; memory freed when they return", "err", err)
+			e.freed = make(chan struct{})
+			go func() {
+				defer close(e.freed)
+				<-e.target.Done()
+				e.launchMu.Lock()
+				defer e.launchMu.Unlock()
+				if err := e.freeClosed(arrays); err != nil {
+					e.cfg.Logger.Warn("gpuengine: freeing after the last command returned", "err", err)
+				}
+			}()
+			return errors.Join(append(errs, fmt.Errorf("gpuengine: close: %w", err))...)
+		}
 	}
+	return errors.Join(append(errs, e.freeClosed(arrays))...)
+}
+
+// freeClosed frees a closed engine's arrays and all it holds but the Target,
+// which has stopped. The caller holds launchMu.
+func (e *Engine) freeClosed(arrays map[*Array]struct{}) error {
+	var errs []error
 	if e.mirrors != nil {
 		errs = append(errs, e.mirrors.close()) // before the mirrors' memory goes
 	}

@@ -461,6 +461,70 @@ func TestGPUResetAfterLaterTimeout(t *testing.T) {
 	r.gatherRight(t, ctx, idx, "an index out of range, then a dropped read")
 }
 
+// hangingReads holds every ReadAt while hang is set, until release is
+// closed.
+type hangingReads struct {
+	nvme.Namespace
+	hang    *atomic.Bool
+	release chan struct{}
+}
+
+func (h hangingReads) ReadAt(p []byte, off int64) (int, error) {
+	if h.hang.Load() {
+		<-h.release
+	}
+	return h.Namespace.ReadAt(p, off)
+}
+
+// TestGPUCloseWithHangingNamespace: a namespace whose Reads never return
+// holds neither a launch (it times out) nor Close, which returns within
+// about the engine's Timeout saying commands still run; the engine is freed
+// once they return.
+func TestGPUCloseWithHangingNamespace(t *testing.T) {
+	var hang atomic.Bool
+	release := make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	const timeout = 300 * time.Millisecond
+	r := newRigWrapped(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: timeout}, 1, 1<<16, 4,
+		func(m *nvme.MemoryNamespace) nvme.Namespace { return hangingReads{Namespace: m, hang: &hang, release: release} })
+	ctx := ctxT(t)
+	idx := []uint64{1, 1000, 5000, 60000}
+	hang.Store(true)
+	if err := r.arr.Gather(ctx, idx, make([]byte, len(idx)*8)); !errors.Is(err, vq.ErrTimeout) {
+		t.Fatalf("gather with every Read hanging: %v, want vq.ErrTimeout", err)
+	}
+	start := time.Now()
+	err := r.e.Close()
+	took := time.Since(start)
+	if !errors.Is(err, nvme.ErrStillRunning) {
+		t.Fatalf("close with Reads hanging: %v, want nvme.ErrStillRunning", err)
+	}
+	if took > timeout+5*time.Second {
+		t.Fatalf("close took %v with a %v timeout", took, timeout)
+	}
+	t.Logf("close: %v after %v", err, took)
+	select {
+	case <-r.e.freed:
+		t.Fatal("engine freed while its Reads still run")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-r.e.freed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("engine not freed 30s after the Reads returned")
+	}
+	if err := r.e.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+}
+
 // TestGPUStaleFillFailure puts the way of one line in the state a failed
 // fill of an earlier launch leaves (the line's tag at an odd generation,
 // StatusFillFailed, neither VALID nor BUSY), with BUSY set on top, as a
