@@ -492,7 +492,9 @@ func TestGPUCloseWithHangingNamespace(t *testing.T) {
 	}()
 	const timeout = 300 * time.Millisecond
 	r := newRigWrapped(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 4, QueueDepth: 64, Timeout: timeout}, 1, 1<<16, 4,
-		func(m *nvme.MemoryNamespace) nvme.Namespace { return hangingReads{Namespace: m, hang: &hang, release: release} })
+		func(m *nvme.MemoryNamespace) nvme.Namespace {
+			return hangingReads{Namespace: m, hang: &hang, release: release}
+		})
 	ctx := ctxT(t)
 	idx := []uint64{1, 1000, 5000, 60000}
 	hang.Store(true)
