@@ -218,7 +218,12 @@
 //
 // The set lock is a try-lock with backoff rather than a ticket lock: its
 // critical section is a scan of K ways and a claim, and a ticket lock cannot
-// be abandoned by a waiter whose context ends. Set records are 64 bytes and
+// be abandoned by a waiter whose context ends. On the device a prefetch's
+// claim (cache::claim_absent in kernels/include/bam/cache.cuh), whose warp
+// has up to 32 lanes claiming sets at once, tries the lock once and leaves
+// the line to its reads when it is held: lanes waiting there while others
+// of their warp held set locks kept those locks held past the wait bound.
+// Set records are 64 bytes and
 // way records 32 bytes, so that a state word has a GPU sector of its own;
 // 128-byte padding (as in package vq) would cost four times the metadata per
 // line for a word that, unlike a queue ticket, is shared only by users of one
