@@ -623,18 +623,32 @@ func TestTargetDelayedCommandAfterRemove(t *testing.T) {
 	}
 }
 
-// blockingNamespace holds every WriteAt until release is closed, telling
-// started each time one begins.
+// blockingNamespace holds every WriteAt (every ReadAt instead, with
+// reads) until release is closed, telling started each time one begins.
 type blockingNamespace struct {
 	Namespace
+	reads   bool
 	started chan struct{}
 	release chan struct{}
 }
 
-func (b *blockingNamespace) WriteAt(p []byte, off int64) (int, error) {
+func (b *blockingNamespace) hold() {
 	b.started <- struct{}{}
 	<-b.release
+}
+
+func (b *blockingNamespace) WriteAt(p []byte, off int64) (int, error) {
+	if !b.reads {
+		b.hold()
+	}
 	return b.Namespace.WriteAt(p, off)
+}
+
+func (b *blockingNamespace) ReadAt(p []byte, off int64) (int, error) {
+	if b.reads {
+		b.hold()
+	}
+	return b.Namespace.ReadAt(p, off)
 }
 
 // A Write still running in its namespace when RemoveQueuePair gives up is a
@@ -673,20 +687,6 @@ func TestTargetStragglers(t *testing.T) {
 	}
 }
 
-// blockingReads holds every ReadAt until release is closed, telling started
-// each time one begins.
-type blockingReads struct {
-	Namespace
-	started chan struct{}
-	release chan struct{}
-}
-
-func (b *blockingReads) ReadAt(p []byte, off int64) (int, error) {
-	b.started <- struct{}{}
-	<-b.release
-	return b.Namespace.ReadAt(p, off)
-}
-
 // Shutdown returns within its bound while a Read hangs in its namespace,
 // saying so, and Done is closed once the Read returns. Its data still lands
 // (the memory must stay allocated until then).
@@ -700,7 +700,7 @@ func TestTargetShutdownBounded(t *testing.T) {
 	if _, err := m.WriteAt(want, 5*512); err != nil {
 		t.Fatal(err)
 	}
-	ns := &blockingReads{Namespace: m, started: make(chan struct{}, 1), release: make(chan struct{})}
+	ns := &blockingNamespace{Namespace: m, reads: true, started: make(chan struct{}, 1), release: make(chan struct{})}
 	h := newHarness(t, TargetConfig{}, ns, 4)
 	c := h.rw(t, OpRead, 5, 1, 0)
 	h.c.submit(&c)
