@@ -543,13 +543,20 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 // bam::array's read (lanes that hit read alone, without references; only
 // misses are grouped) and "off" is every lane taking and dropping
 // references on its line by itself.
-func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum uint64) (*bench.Result, error) {
+func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum uint64) (_ *bench.Result, err error) {
 	t0 := time.Now()
 	a, err := newARig(p.engineConfig(4096), ns, n, sum, patternSeedArr)
 	if err != nil {
 		return nil, err
 	}
 	defer a.close()
+	// Logged before the rig closes: closing frees device memory, which
+	// waits for the device, and so for any kernel the failure left running.
+	defer func() {
+		if err != nil {
+			p.logf("C4 failed: %v", err)
+		}
+	}()
 	res := bench.NewResult("C4", a.deviceName())
 	res.Params["line_size"] = 4096
 	res.Params["cache_bytes"] = p.CacheBytes
