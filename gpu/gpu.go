@@ -132,7 +132,7 @@ func LoadPTX(store *bam.Store, ptx []byte) (*Module, error) {
 }
 
 func load(store *bam.Store, eng *gpuengine.Engine, ptx []byte) (*Module, error) {
-	mod, err := eng.LoadPTX(ptx)
+	mod, err := eng.Context().LoadPTX(ptx)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: load module: %w", err)
 	}

@@ -49,7 +49,7 @@ type gpuFlags struct {
 	copiers *int
 	mirror  *int
 	mstream *int
-	whole   *bool
+	linked  *bool
 }
 
 func addGPUFlags(fs *flag.FlagSet) gpuFlags {
@@ -64,13 +64,13 @@ func addGPUFlags(fs *flag.FlagSet) gpuFlags {
 		copiers: fs.Int("copier-warps", 0, "warps of the fill copier (0: the engine's default; negative: none)"),
 		mirror:  fs.Int("mirror-run-kib", 0, "KiB the Target joins into one copy into a staging mirror (0: the engine's default)"),
 		mstream: fs.Int("mirror-streams", 0, "streams copying into staging mirrors (0: the engine's default)"),
-		whole:   fs.Bool("whole-program-jit", false, "JIT each kernel module as one program rather than function by function through the driver's linker (for comparison)"),
+		linked:  fs.Bool("linked-jit", false, "JIT each kernel module function by function through the driver's linker (for comparison only: linked so, the scatter pass deadlocked under load)"),
 	}
 }
 
 func (g gpuFlags) config(e *env) gpubench.Config {
 	c := gpubench.Config{Device: *g.device, Runs: *g.runs, Warmup: *g.warmup, Timeout: *g.timeout, CopierWarps: *g.copiers, MirrorRun: *g.mirror << 10, MirrorStreams: *g.mstream,
-		WholeProgramJIT: *g.whole}
+		LinkedJIT: *g.linked}
 	if *g.warmup == 0 {
 		c.Warmup = -1
 	}

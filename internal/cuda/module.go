@@ -45,23 +45,23 @@ func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
 // makes calls a convention in which the caller keeps everything live
 // across the call in local memory, on every pass of a loop that may call
 // it, called or not: the bam device library's all-hit loops lose about
-// half their rate to it (bench/results/logs/c3-call-convention-*). The
-// GPU engine loads its modules this way.
+// half their rate to it (bench/results/logs/c3-call-convention-*).
 //
-// Calls also let a warp leave them diverged, so code after them may run
-// the compiler's fallback for warp-synchronous instructions of a
-// diverged warp. On sm_90 that fallback's shuffles write predicate P6 as
-// scratch, and ptxas (11.8, and the CUDA 13 JIT) did not keep a value it
-// had placed in P6 by a bulk predicate write (R2P) out of its way: the
-// taxi example's grouped average, a loop of 32 shuffles testing constant
-// bits of a lane mask, added one lane's value to every group
-// (bench/results/logs/p6-shuffle-H200-20261126.txt; the kernel's loop
-// now stays rolled). And a loop whose lanes ran different counts of
-// accesses deadlocked the engine's scatter pass under load: one lane
-// waited at a warp-synchronous step of an access with a mask naming lanes
-// that had gone on past the loop. The device library's loops of accesses
-// run a count of rounds common to the warp, with a __syncwarp() in each
-// (bam::for_range).
+// It is for comparisons, not for bam's modules. Calls may leave a warp
+// diverged, and code written for a warp that runs through them together
+// then fails in ways one program does not show (H200, CUDA 13 driver;
+// bench/results/logs/p6-shuffle-H200-20261126.txt):
+//   - the fallback ptxas emits for a diverged warp's shuffles on sm_90
+//     uses predicate P6 as scratch, over a value a bulk predicate write
+//     had put there: the taxi example's grouped average added one lane's
+//     value to every group (its loop now stays rolled, which avoids it);
+//   - the engine's scatter pass deadlocked: one lane waited at a
+//     warp-synchronous step of an access, with a mask naming lanes that
+//     had gone on to the next one. With bam::for_range's rounds
+//     synchronised it passed, but a small-cache read-ahead pass then
+//     timed out more often than as one program, and a racecheck run left
+//     ways VALID without a tag after a dropped command
+//     (bench/results/logs/linked-default-d49f88a-H200-20261126.txt).
 func (c *Context) LinkPTX(ptx []byte) (*Module, error) {
 	return c.loadPTX(ptx, true)
 }

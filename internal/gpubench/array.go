@@ -89,7 +89,7 @@ func RunArray(ctx context.Context, p ArrayParams) ([]*bench.Result, error) {
 	a, err := newARig(gpuengine.Config{
 		Device: p.Device, LineSize: p.LineSize, CacheBytes: 2 * p.ArrayBytes, Ways: 8, QueuePairs: 16, QueueDepth: 256,
 		Timeout: p.Timeout, FillCopierWarps: p.CopierWarps, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
-		WholeProgramJIT: p.WholeProgramJIT,
+		LinkedJIT: p.LinkedJIT,
 	}, ns, n, sum, patternSeedArr)
 	if err != nil {
 		return nil, err
@@ -230,7 +230,7 @@ func RunArray(ctx context.Context, p ArrayParams) ([]*bench.Result, error) {
 		r.Params["ways"] = 8
 		r.Params["runs"] = p.Runs
 		r.Params["warmup_runs"] = p.Warmup
-		r.Params["jit"] = jitName(p.WholeProgramJIT)
+		r.Params["jit"] = jitName(p.LinkedJIT)
 		r.Params["statistic"] = "median"
 		r.Params["misses_during_timed_runs"] = misses
 		r.Params["elapsed_s"] = time.Since(t0).Seconds()

@@ -318,7 +318,7 @@ func (p *CacheParams) engineConfig(line int) gpuengine.Config {
 		Device: p.Device, LineSize: line, CacheBytes: p.CacheBytes, Ways: 8, QueuePairs: p.Queues,
 		QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
 		ReadAheadQueuePairs: p.ReadAheadQueues, StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
-		WholeProgramJIT: p.WholeProgramJIT,
+		LinkedJIT: p.LinkedJIT,
 	}
 }
 
@@ -507,7 +507,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 	c1.Params["namespace"] = "memory"
 	c1.Params["line_sizes"] = p.Lines
 	c1.Params["runs"] = p.Runs
-	c1.Params["jit"] = jitName(p.WholeProgramJIT)
+	c1.Params["jit"] = jitName(p.LinkedJIT)
 	c1.Params["ahead"] = p.Ahead // 0: bam::fill_ahead
 	c1.Params["statistic"] = "median"
 	c1.Params["h2d_ceiling_GBps"] = h2d / 1e9
@@ -562,7 +562,7 @@ func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum
 	res.Params["cache_bytes"] = p.CacheBytes
 	res.Params["array_bytes"] = n * 8
 	res.Params["runs"] = p.Runs
-	res.Params["jit"] = jitName(p.WholeProgramJIT)
+	res.Params["jit"] = jitName(p.LinkedJIT)
 	res.Params["statistic"] = "median"
 	res.Params["fill_route"] = "auto (bounce): staging slots copied into the line by the requesting warp group, by a fill copier warp for groups of fewer than 16 lanes"
 

@@ -74,16 +74,16 @@ type Config struct {
 	MirrorRun int
 	// MirrorStreams is gpuengine.Config.MirrorStreams (0: the default).
 	MirrorStreams int
-	// WholeProgramJIT is gpuengine.Config.WholeProgramJIT.
-	WholeProgramJIT bool
+	// LinkedJIT is gpuengine.Config.LinkedJIT.
+	LinkedJIT bool
 }
 
-// jitName is how results name the JIT's mode (Config.WholeProgramJIT).
-func jitName(whole bool) string {
-	if whole {
-		return "whole program (cuModuleLoadDataEx)"
+// jitName is how results name the JIT's mode (Config.LinkedJIT).
+func jitName(linked bool) string {
+	if linked {
+		return "linked, function by function (cuLink*)"
 	}
-	return "linked, function by function (cuLink*)"
+	return "whole program (cuModuleLoadDataEx)"
 }
 
 func (c *Config) fill() {

@@ -114,13 +114,13 @@ type Config struct {
 	// whole reads fastest with large lines (fewer commands), one read at a
 	// few rows wastes least with small ones. The line sizes must differ.
 	MoreCaches []CacheConfig
-	// WholeProgramJIT has the JIT compile each kernel module as one
-	// program (cuda.Context.LoadPTX) rather than function by function
-	// through the driver's linker (cuda.Context.LinkPTX, the default).
-	// As one program, a loop that may call the cache's slow path keeps its
-	// live values in local memory on every pass: C3's loops through
-	// bam::array_ref run at about half the linked rate. For comparisons.
-	WholeProgramJIT bool
+	// LinkedJIT has the JIT compile each kernel module through the
+	// driver's linker, function by function, with ABI calls
+	// (cuda.Context.LinkPTX), rather than as one program. For comparisons
+	// only: C3's loops of bam::array_ref then keep their values in
+	// registers, but a warp may leave the calls diverged, and the scatter
+	// pass deadlocked under load (cuda.Context.LinkPTX says more).
+	LinkedJIT bool
 	// Faults, when set, is consulted by the Target for every command (tests).
 	Faults nvme.FaultHook
 	// Logger receives engine events. Default: discard.
@@ -522,7 +522,7 @@ func (e *Engine) init() error {
 	if err != nil {
 		return err
 	}
-	if e.mod, err = e.LoadPTX(ptx); err != nil {
+	if e.mod, err = e.loadPTX(ptx); err != nil {
 		return fmt.Errorf("gpuengine: load array kernels: %w", err)
 	}
 	if e.stream, err = e.ctx.NewStream(); err != nil {
@@ -751,17 +751,15 @@ func (e *Engine) Module(family string) (*cuda.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.LoadPTX(ptx)
+	return e.loadPTX(ptx)
 }
 
-// LoadPTX JIT-compiles PTX text into the engine's context the way
-// Config.WholeProgramJIT says (function by function through the linker by
-// default) and loads it. The caller owns the module and unloads it.
-func (e *Engine) LoadPTX(ptx []byte) (*cuda.Module, error) {
-	if e.cfg.WholeProgramJIT {
-		return e.ctx.LoadPTX(ptx)
+// loadPTX loads a module the way Config.LinkedJIT says.
+func (e *Engine) loadPTX(ptx []byte) (*cuda.Module, error) {
+	if e.cfg.LinkedJIT {
+		return e.ctx.LinkPTX(ptx)
 	}
-	return e.ctx.LinkPTX(ptx)
+	return e.ctx.LoadPTX(ptx)
 }
 
 func (e *Engine) function(name string) (*cuda.Function, error) {

@@ -42,29 +42,6 @@
 // host configured, and ends early when the host sets the launch's abort
 // word (its context ended; recorded as ErrCodeAborted). ok() tells a kernel that no failure was recorded, so it
 // can stop early.
-//
-// Loading. The hit paths are inline and the slow paths (acquire_slow,
-// read_slow, fill_lines and what they call) are out of line, so that a
-// loop of hits keeps its values in registers. That holds when the module's
-// PTX is compiled function by function, with ABI calls, as the driver's
-// linker does (cuLinkAddData; the host's cuda.Context.LinkPTX, which the
-// GPU engine uses for every bam module and gpu.Compile unless its config
-// asks for one program): a slow path saves the registers it uses
-// in its own prologue, on the slow path only. Compiled as one program
-// (cuModuleLoadData, or ptxas without -c), a call to a function that
-// itself makes calls has the caller keep everything live across it in
-// local memory, on every pass of the loop, called or not: C3's span loop
-// then ran at half the rate (bench/results/logs/c3-call-convention-*).
-//
-// Warps. Reads that miss, writes and array_ref's moves are collective over
-// the lanes of a warp that call them together (__activemask() at the
-// call): every lane in that set must finish the same access before any of
-// them starts a warp-synchronous step elsewhere. Calls let a warp leave
-// them diverged, so a loop whose lanes run different counts of accesses
-// (for (i = lane; i < n; i += 32)) can split a later access's lanes and
-// deadlock; the engine's scatter pass did, under load. Run such loops for
-// a count of rounds common to the warp with a __syncwarp() in each, as
-// for_range does, or use for_range.
 #ifndef BAM_ARRAY_CUH
 #define BAM_ARRAY_CUH
 
@@ -391,9 +368,10 @@ __device__ __noinline__ void fill_lines(const array_desc *desc, u64 line, bool w
 // kernel argument after the descriptor's address (layout::engine::ArrayArg*,
 // filled by the host from the descriptor), so a kernel reads them from its
 // parameter space (the constant cache) and no access waits on a load of
-// the descriptor (the cache protocol's asm statements clobber memory, so a
-// field read through the descriptor would be loaded again after each).
-// array_ref keeps a copy of the argument for the same reason.
+// the descriptor. Code that has only the descriptor loads them with
+// load_hit_fields, all at once: the cache protocol's asm statements clobber
+// memory, so a field read through the descriptor at each use would be
+// loaded again after every one of them.
 struct hit_fields {
 	u64 *tags;
 	unsigned char *recs;
@@ -408,6 +386,20 @@ struct hit_fields {
 
 	__device__ __forceinline__ unsigned char *line(u64 way) const { return data + (way << line_shift); }
 };
+
+__device__ __forceinline__ hit_fields load_hit_fields(const array_desc &d) {
+	unsigned char *meta = reinterpret_cast<unsigned char *>(d.cache_meta);
+	return hit_fields{reinterpret_cast<u64 *>(meta + d.tags_off),
+	                  meta + d.ways_off,
+	                  reinterpret_cast<unsigned char *>(d.cache_data),
+	                  d.sets,
+	                  d.ways,
+	                  d.nns,
+	                  d.first_tag,
+	                  d.elem_count,
+	                  d.stats,
+	                  d.line_shift};
+}
 
 // slot is the way a group holds and whether it holds one.
 struct slot {
@@ -444,7 +436,7 @@ __device__ __forceinline__ void settle_probe(const hit_fields &f, const coalesce
 // tag changing under it), the group copies a fill left pending, and every
 // lane learns the way. Lanes of groups that hit pass through with s. All
 // lanes of the access call it together; it is out of line so that the hit
-// path keeps few registers (see Loading, above).
+// path keeps few registers.
 __device__ __noinline__ slot acquire_slow(const array_desc &d, coalesce::group g, u64 line, u64 index, slot s) {
 	if (s.ok) return s;
 	cache::handle h{0, false, 0, 0, 0};
@@ -467,30 +459,6 @@ __device__ __forceinline__ slot take_line(const array_desc &d, const hit_fields 
 	settle_probe(f, *g, p, s.ok, s.way);
 	if (__any_sync(mask, !s.ok)) s = acquire_slow(d, *g, line, index, s);
 	return s;
-}
-
-// read_slow is read's full protocol, for the lanes that call it together
-// (those whose peek failed): grouped by array and line, the group's leader takes
-// references (filling the line on a miss), the group loads its elements
-// and the leader releases the line. It is out of line so that the hit
-// path keeps few registers, and nothing of the caller lives across the
-// call but the result.
-template <typename T>
-__device__ __noinline__ T read_slow(const array_desc *desc, u64 line, u64 i, u64 off) {
-	const array_desc &d = *desc;
-	// Lanes of other calls of read_slow (other arrays of T) may run
-	// converged with these: group by array and line.
-	const coalesce::group g = coalesce::by(__activemask(), reinterpret_cast<u64>(desc), line);
-	cache::handle h{0, false, 0, 0, 0};
-	if (g.is_leader()) h = cache::acquire_deferred(d, cache::locate(d, line), g.count, i);
-	group_fill(d, g, h);
-	const u64 way = g.broadcast(h.way);
-	const u32 ok = g.broadcast(static_cast<u32>(h.ok));
-	T v{};
-	if (ok) v = detail::load_line<T>(cache::line_data(d, way) + off);
-	__syncwarp(g.mask);
-	if (ok && g.is_leader()) cache::release(d, way, g.count, false);
-	return v;
 }
 
 // array is passed to kernels by value: the host fills it
@@ -591,7 +559,30 @@ class array {
 		const u32 active = __activemask();
 		count_groups(f.stats, active, coalesce::by(active, line));
 		if (hit && !p.referenced()) cache::mark_hit(f.tags, p.way);
-		if (!hit) v = read_slow<T>(desc, line, i, off);
+		if (!hit) v = read_slow(desc, line, i, off);
+		return v;
+	}
+
+	// read_slow is read's full protocol, for the lanes that call it together
+	// (those whose peek failed): grouped by array and line, the group's leader takes
+	// references (filling the line on a miss), the group loads its elements
+	// and the leader releases the line. It is out of line so that the hit
+	// path keeps few registers, and nothing of the caller lives across the
+	// call but the result.
+	__device__ __noinline__ static T read_slow(const array_desc *desc, u64 line, u64 i, u64 off) {
+		const array_desc &d = *desc;
+		// Lanes of other calls of read_slow (other arrays of T) may run
+		// converged with these: group by array and line.
+		const coalesce::group g = coalesce::by(__activemask(), reinterpret_cast<u64>(desc), line);
+		cache::handle h{0, false, 0, 0, 0};
+		if (g.is_leader()) h = cache::acquire_deferred(d, cache::locate(d, line), g.count, i);
+		group_fill(d, g, h);
+		const u64 way = g.broadcast(h.way);
+		const u32 ok = g.broadcast(static_cast<u32>(h.ok));
+		T v{};
+		if (ok) v = detail::load_line<T>(cache::line_data(d, way) + off);
+		__syncwarp(g.mask);
+		if (ok && g.is_leader()) cache::release(d, way, g.count, false);
 		return v;
 	}
 
@@ -693,9 +684,7 @@ __device__ __forceinline__ void for_chunks(const array<T> &a, u64 start, u64 n, 
 // consecutive positions, a power of two between 32 and a's elements per
 // line, aligned so that a chunk never straddles a line. A warp's lanes
 // call f together with 32 consecutive positions at a time, so f may be a
-// warp-coalesced access such as a.read(i): every round of 32 ends with a
-// __syncwarp(), lanes past the chunk's end included, so the lanes of a
-// round start their accesses together (see Warps, above).
+// warp-coalesced access such as a.read(i).
 //
 // Use it, rather than one position per thread grid-stride, for passes
 // over consecutive elements that may miss: each warp then fills a line of
@@ -735,13 +724,29 @@ __device__ __forceinline__ void for_range(const array<T> &a, u64 start, u64 n, F
 	for_chunks(
 	    a, start, n,
 	    [&](u64 lo, u64 hi, u32 lane, u32 step) {
-		    for (u64 b = lo; b < hi; b += step) {
-			    const u64 i = b + lane;
-			    if (i < hi) f(i);
-			    if (step == 32) __syncwarp();
-		    }
+		    for (u64 i = lo + lane; i < hi; i += step) f(i);
 	    },
 	    next, ahead);
+}
+
+// ref_drop gives back the lines the lanes of mask hold (held, way): the
+// lanes holding the same way release it with one atomic.
+__device__ __noinline__ void ref_drop(const array_desc *desc, u32 mask, bool held, u64 way) {
+	const coalesce::group g = coalesce::by(mask, reinterpret_cast<u64>(desc), held ? way : ~0ull);
+	if (held && g.is_leader()) cache::release(*desc, way, g.count, false);
+}
+
+// ref_move moves the array_refs of the lanes that call it together to
+// line (element index's): the lines they held are given back (grouped by
+// way), and the lanes wanting the same line take it with one probe, or the
+// full protocol when the probe finds no plain hit.
+__device__ __noinline__ slot ref_move(const array_desc *desc, u64 line, u64 index, bool held, u64 way) {
+	const array_desc &d = *desc;
+	const hit_fields f = load_hit_fields(d);
+	const u32 movers = __activemask();
+	if (__any_sync(movers, held)) ref_drop(desc, movers, held, way);
+	coalesce::group g;
+	return take_line(d, f, movers, line, index, &g);
 }
 
 // line_span is the part of an array that one line held by an array_ref
@@ -778,76 +783,86 @@ struct line_span {
 // crowd one set.
 template <typename T>
 class array_ref {
-	array<T> a_;                 // the array (its hit path's fields)
+	const array_desc *desc_;
 	const unsigned char *base_;  // the held line's bytes
 	u64 line_;                   // the held line
 	u64 way_;                    // its way
+	u64 count_;                  // elements in the array
+	u32 shift_;                  // log2 of elements per line
 	bool held_;
 
-	__device__ __forceinline__ u32 shift() const { return static_cast<u32>(a_.hot.line_shift) - detail::elem_shift<T>(); }
-
-	// drop gives back the held lines of the lanes of mask: the lanes
-	// holding the same way release it with one atomic.
+	// drop gives back the held lines of the lanes of mask, one atomic per
+	// line for the lanes holding the same one.
 	__device__ __forceinline__ void drop(u32 mask) {
-		const coalesce::group g = coalesce::by(mask, reinterpret_cast<u64>(a_.desc), held_ ? way_ : ~0ull);
-		if (held_ && g.is_leader()) cache::release(a_.hot.recs, way_, g.count, false);
+		ref_drop(desc_, mask, held_, way_);
 		held_ = false;
 	}
 
-	// move moves the references of the lanes that call it together to
-	// line (element i's): the lines they held are given back (grouped by
-	// way), and the lanes wanting the same line take it with one probe, or
-	// the full protocol (acquire_slow, the only call) when the probe finds
-	// no plain hit. It reports whether the line is held. Inline, on the
-	// kernel argument's fields: out of line, with ABI calls, it would save
-	// and restore its registers at every line a thread moves to.
-	__device__ __forceinline__ bool move(u64 line, u64 i) {
-		const u32 movers = __activemask();
-		if (__any_sync(movers, held_)) drop(movers);
-		coalesce::group g;
-		const slot s = take_line(*a_.desc, a_.hot, movers, line, i, &g);
+	// hold moves the reference to line (element i's) as operator[] does and
+	// reports whether the line is held.
+	__device__ __forceinline__ bool hold(u64 line, u64 i) {
+		const slot s = ref_move(desc_, line, i, held_, way_);
 		held_ = s.ok;
 		if (!held_) return false;
 		line_ = line;
 		way_ = s.way;
-		base_ = a_.hot.line(s.way);
+		base_ = reinterpret_cast<const unsigned char *>(desc_->cache_data) + (s.way << desc_->line_shift);
 		return true;
 	}
 
    public:
-	// The array_ref keeps a copy of a (a kernel parameter, normally).
-	__device__ explicit array_ref(array<T> a) : a_(a), base_(nullptr), line_(~0ull), way_(0), held_(false) {}
+	__device__ explicit array_ref(array<T> a)
+	    : desc_(a.desc),
+	      base_(nullptr),
+	      line_(~0ull),
+	      way_(0),
+	      count_(a.hot.count),
+	      shift_(static_cast<u32>(a.hot.line_shift) - detail::elem_shift<T>()),
+	      held_(false) {}
 	__device__ ~array_ref() { release(); }
 	array_ref(const array_ref &) = delete;
 	array_ref &operator=(const array_ref &) = delete;
 
 	__device__ __forceinline__ T operator[](u64 i) {
-		if (i >= a_.hot.count) {
-			detail::record_error(*a_.desc, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+		if (i >= count_) {
+			detail::record_error(*desc_, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return T{};
 		}
-		const u64 line = i >> shift();
-		const u64 off = (i & ((1ull << shift()) - 1)) << detail::elem_shift<T>();
+		const u64 line = i >> shift_;
+		const u64 off = (i & ((1ull << shift_) - 1)) << detail::elem_shift<T>();
 		// The held line: no warp-wide work, no metadata, one load.
-		if (!(held_ && line == line_) && !move(line, i)) return T{};
+		if (!(held_ && line == line_)) {
+			// Out of line, with the ref's fields passed by value, so that
+			// they can stay in registers on the held path. (Measured on
+			// C3: inlining it cut the kernel's spills by two thirds but
+			// lowered its rate from 88 to 74 G/s, and from 110 to 89 G/s
+			// at 6b67b29.)
+			const slot s = ref_move(desc_, line, i, held_, way_);
+			held_ = s.ok;
+			if (!held_) return T{};
+			line_ = line;
+			way_ = s.way;
+			base_ = reinterpret_cast<const unsigned char *>(desc_->cache_data) + (s.way << desc_->line_shift);
+		}
 		return detail::load_line<T>(base_ + off);
 	}
 
 	// span holds element i's line and returns the elements it covers, so
 	// that a thread walking a run reads them with plain loads and no
-	// per-element check, and the compiler can overlap those loads (C3:
-	// 0.84-0.86 of a plain device array against 0.39 for operator[] per
-	// element). Lanes that call it together are grouped as for operator[].
+	// per-element check, and the compiler can overlap those loads: a loop
+	// of operator[] keeps its values in local memory around the possible
+	// move at every element (bench/results/logs/c2-c3-profile-*). Lanes
+	// that call it together are grouped as for operator[].
 	__device__ __forceinline__ line_span<T> span(u64 i) {
-		if (i >= a_.hot.count) {
-			detail::record_error(*a_.desc, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
+		if (i >= count_) {
+			detail::record_error(*desc_, layout::engine::ErrCodeOutOfRange, 0, i, 0, 0);
 			return line_span<T>{nullptr, i, i};
 		}
-		const u64 line = i >> shift();
-		if (!(held_ && line == line_) && !move(line, i)) return line_span<T>{nullptr, i, i};
-		const u64 first = line << shift();
-		const u64 end = first + (1ull << shift());
-		return line_span<T>{base_, first, end < a_.hot.count ? end : a_.hot.count};
+		const u64 line = i >> shift_;
+		if (!(held_ && line == line_) && !hold(line, i)) return line_span<T>{nullptr, i, i};
+		const u64 first = line << shift_;
+		const u64 end = first + (1ull << shift_);
+		return line_span<T>{base_, first, end < count_ ? end : count_};
 	}
 
 	// release drops the held line: the lanes that call it together and
