@@ -18,6 +18,9 @@
 # ("memcheck racecheck synccheck"), SANITIZER_RUN (test regexp,
 # '^Test(GPU|BenchGPU)': the GPU tests and the benchmarks' tiny GPU runs),
 # TEST_TIMEOUT (go test timeout per binary, 5m), BAM_GPU (device, 0).
+# BAM_SHARED_PROCS=N (2 or more) makes internal_gpubench's plain run also
+# run its tiny cache benchmark in N processes sharing the GPU at once
+# (TestBenchGPUCacheSharedDevice; BAM_SHARED_REPS runs each, default 3).
 # A sanitizer run sets BAM_SANITIZER to its tool for the tests
 # (cudatest.Sanitizer).
 set -uo pipefail
