@@ -62,9 +62,9 @@ func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
 //     timed out more often than as one program, and a racecheck run left
 //     ways VALID without a tag after a dropped command
 //     (bench/results/logs/linked-default-d49f88a-H200-20261126.txt).
-//     With those fixed, every GPU test passed linked on a GPU of its
-//     own, but with two test processes sharing the GPU a read-ahead pass
-//     returned a wrong sum with no error recorded
+//     With those fixed, the GPU tests passed linked, but with two test
+//     processes sharing the GPU a read-ahead pass returned a wrong sum
+//     with no error recorded
 //     (bench/results/logs/linked-default-69723b1-H200-20261126.txt).
 func (c *Context) LinkPTX(ptx []byte) (*Module, error) {
 	return c.loadPTX(ptx, true)
