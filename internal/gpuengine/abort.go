@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bam-go/bam/internal/cuda"
+	"github.com/bam-go/bam/vq"
 )
 
 // aborter stops a running launch when its context ends. It writes 1 into
@@ -63,31 +64,56 @@ func (a *aborter) close() error {
 	return errors.Join(errs...)
 }
 
-// abortedError reports a launch stopped because its context ended; it
-// wraps the context's error.
+// abortedError reports a launch stopped by its abort word: because its
+// context ended, or because it ran past its bound (an *overrunError). It
+// wraps that cause.
 type abortedError struct{ cause error }
 
 func (e *abortedError) Error() string { return "stopped: " + e.cause.Error() }
 func (e *abortedError) Unwrap() error { return e.cause }
 
+// overrunError is the cause of a launch stopped because it was still
+// running at its bound, although every device wait is bounded by the
+// timeout: waits repeated one after another without end, or lanes waiting
+// at a warp-synchronous step for lanes that never come. It matches
+// vq.ErrTimeout.
+type overrunError struct{ bound, timeout time.Duration }
+
+func (e *overrunError) Error() string {
+	return fmt.Sprintf("did not finish within %v although every device wait is bounded by %v", e.bound, e.timeout)
+}
+func (e *overrunError) Unwrap() error { return vq.ErrTimeout }
+
 // waitKernel waits for the engine's stream, at most bound. When ctx ends
-// first it sets the launch's abort word and waits again, at most bound,
-// so that the kernel is over whenever it returns nil or an
-// *abortedError.
+// first, or the bound passes, it sets the launch's abort word and waits
+// again, at most bound, so that the kernel is over whenever it returns nil
+// or an *abortedError. A kernel that does not stop even then leaves the
+// engine stuck (e.stuck): no later launch may queue behind it, and Close
+// frees nothing the kernel may still use.
 func (e *Engine) waitKernel(ctx context.Context, bound time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	err := e.stream.Wait(wctx)
 	cancel()
-	if err == nil || ctx.Err() == nil {
+	var cause error
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		cause = ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		cause = &overrunError{bound: bound, timeout: e.cfg.Timeout}
+	default:
 		return err
 	}
 	if aerr := e.aborter.abort(e.errRec.Ptr().Add(ErrorAbortOffset), bound); aerr != nil {
-		return errors.Join(ctx.Err(), aerr)
+		e.stuck = fmt.Errorf("gpuengine: a kernel may still run (%v): %w", cause, aerr)
+		return e.stuck
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	if err := e.stream.Wait(sctx); err != nil {
-		return fmt.Errorf("did not stop within %v of its abort: %w", bound, err)
+		e.stuck = fmt.Errorf("gpuengine: a kernel did not stop within %v of its abort (%v): %w", bound, cause, err)
+		return e.stuck
 	}
-	return &abortedError{cause: ctx.Err()}
+	return &abortedError{cause: cause}
 }

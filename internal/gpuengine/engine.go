@@ -400,6 +400,10 @@ type Engine struct {
 	// retries before anything else.
 	quarantined bool
 	resetErr    error
+	// stuck is set, under launchMu, when a kernel did not stop even after
+	// its abort: every later launch fails with it, and Close leaves the
+	// device memory alone (waitKernel).
+	stuck error
 
 	launchMu sync.Mutex
 	mu       sync.Mutex
@@ -840,6 +844,9 @@ func (e *Engine) launch(ctx context.Context, timed, pass bool, fn *cuda.Function
 	if closed {
 		return 0, ErrClosed
 	}
+	if e.stuck != nil {
+		return 0, e.stuck
+	}
 	// A call whose context has already ended does no work, whatever its
 	// size (a small kernel would finish before the wait looks at ctx).
 	if err := ctx.Err(); err != nil {
@@ -895,13 +902,17 @@ func (e *Engine) launch(ctx context.Context, timed, pass bool, fn *cuda.Function
 	var aborted *abortedError
 	if errors.As(kerr, &aborted) {
 		// The kernel has stopped; its waits may have abandoned commands
-		// and copier jobs, as after a timeout.
-		return 0, errors.Join(fmt.Errorf("gpuengine: %s: %w", fn.Name(), kerr), e.recoverAfterAbort(context.WithoutCancel(ctx)))
+		// and copier jobs, as after a timeout. A kernel stopped at its
+		// bound reports the first failure it recorded too: what made it
+		// overrun, as a rule.
+		de, err := e.recoverAfterAbort(context.WithoutCancel(ctx), fn.Name())
+		var over *overrunError
+		if de == nil || !errors.As(kerr, &over) {
+			return 0, errors.Join(fmt.Errorf("gpuengine: %s: %w", fn.Name(), kerr), err)
+		}
+		return 0, errors.Join(fmt.Errorf("gpuengine: %s: %w", fn.Name(), kerr), de, err)
 	}
 	if kerr != nil {
-		if ctx.Err() == nil && errors.Is(kerr, context.DeadlineExceeded) {
-			return 0, fmt.Errorf("gpuengine: %s did not finish within %v although every device wait is bounded by %v: %w", fn.Name(), bound, e.cfg.Timeout, kerr)
-		}
 		return 0, fmt.Errorf("gpuengine: %s: %w", fn.Name(), kerr)
 	}
 	var d time.Duration
@@ -1027,17 +1038,23 @@ func (e *Engine) releaseQuarantine(ctx context.Context) error {
 	return nil
 }
 
-// recoverAfterAbort reads the error record of a launch stopped by its
-// abort word and resets what its waits abandoned.
-func (e *Engine) recoverAfterAbort(ctx context.Context) error {
+// recoverAfterAbort reads the error record of a launch of kernel fn
+// stopped by its abort word, returns its first failure (nil for none) and
+// resets what its waits abandoned.
+func (e *Engine) recoverAfterAbort(ctx context.Context, fn string) (*DeviceError, error) {
 	rec := make([]byte, ErrorRecordBytes)
 	if err := e.errRec.Read(0, rec); err != nil {
-		return err
+		return nil, err
 	}
-	if de := decodeError(rec); de != nil && de.abandons() {
-		return e.resetAfterTimeout(ctx)
+	de := decodeError(rec)
+	if de == nil {
+		return nil, nil
 	}
-	return nil
+	de.Kernel = fn
+	if de.abandons() {
+		return de, e.resetAfterTimeout(ctx)
+	}
+	return de, nil
 }
 
 // runKernel launches the fill copier, then fn on the engine's stream (with
@@ -1330,6 +1347,16 @@ func (e *Engine) Close() error {
 	e.launchMu.Lock()
 	defer e.launchMu.Unlock()
 	var errs []error
+	if e.stuck != nil {
+		// Synchronizing or freeing would wait for the kernel, for ever.
+		e.cfg.Logger.Error("gpuengine: closed with a kernel that did not stop; its device memory stays allocated until the process exits", "err", e.stuck)
+		if e.target != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Timeout)
+			errs = append(errs, e.target.Shutdown(ctx))
+			cancel()
+		}
+		return errors.Join(append(errs, fmt.Errorf("gpuengine: close: %w", e.stuck))...)
+	}
 	if e.stream != nil {
 		errs = append(errs, e.stream.Synchronize())
 	}

@@ -611,6 +611,12 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 			}
 		}
 		if (!miss) continue;
+		// A launch that has failed starts no more I/O: its call returns
+		// that failure anyway, and a timeout may have lost a queue ticket,
+		// behind which every later command of the queue would wait out
+		// the timeout too, miss after miss, far past the launch's bound
+		// (bench/results/logs/shared-gpu-overrun-H200-20261126.txt).
+		if (detail::failed(d)) return h;
 		detail::count(d, L::StatMisses, 1);
 		// Miss: claim a way (steps 1-6).
 		u64 victim;
