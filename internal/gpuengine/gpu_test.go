@@ -434,33 +434,6 @@ func TestGPUFaults(t *testing.T) {
 	checkGenerations(t, r.e)
 }
 
-// TestGPUResetAfterLaterTimeout: a launch whose first failure is an index
-// out of range and whose later one is a timeout (a dropped Read) must still
-// reset the queues, or the dropped command's abandoned slot fails the next
-// launch.
-func TestGPUResetAfterLaterTimeout(t *testing.T) {
-	r, idx := newFaultRig(t)
-	ctx := ctxT(t)
-	var fired atomic.Int64
-	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
-		if c.Opcode == nvme.OpRead && fired.Add(1) == 3 {
-			return nvme.Fault{Kind: nvme.FaultDrop}
-		}
-		return nvme.Fault{}
-	})
-	bad := append([]uint64{r.n}, idx...) // recorded first, at once
-	err := r.arr.Gather(ctx, bad, make([]byte, len(bad)*8))
-	r.e.SetFaultHook(nil)
-	var de *DeviceError
-	if !errors.As(err, &de) || !errors.Is(err, ErrOutOfRange) {
-		t.Fatalf("gather with an index out of range and a dropped read: %v, want ErrOutOfRange first", err)
-	}
-	if fired.Load() < 3 || de.Count < 2 || !de.abandoned {
-		t.Fatalf("want a dropped read timing out after the index error: %d reads, %d failures, abandoned %v (%v)", fired.Load(), de.Count, de.abandoned, err)
-	}
-	r.gatherRight(t, ctx, idx, "an index out of range, then a dropped read")
-}
-
 // hangingReads holds every ReadAt while hang is set, until release is
 // closed.
 type hangingReads struct {

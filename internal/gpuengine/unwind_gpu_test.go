@@ -38,13 +38,7 @@ extern "C" __global__ void misses_after_failure(bam::array<u64> a, u64 n, u64 pe
 // timeouts.
 func TestGPUNoReadsAfterFailure(t *testing.T) {
 	cudatest.Device(t)
-	ptx, _, err := cuda.CompilePTX(cuda.Source{Name: "unwind.cu", Code: missesAfterFailureSrc, Headers: kernels.HeaderSources()})
-	if errors.Is(err, cuda.ErrNoNVRTC) {
-		t.Skip("no NVRTC")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ptx := compileTestKernel(t, missesAfterFailureSrc)
 	timeout := 200 * time.Millisecond
 	if cudatest.Sanitizer() != "" {
 		timeout = time.Second
@@ -54,15 +48,7 @@ func TestGPUNoReadsAfterFailure(t *testing.T) {
 	n := 32 * lines * per
 	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 1, QueueDepth: 256, Timeout: timeout}, 1, n, 17)
 	ctx := ctxT(t)
-	mod, err := r.e.Context().LoadPTX(ptx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Unload()
-	fn, err := mod.Function("misses_after_failure")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := loadTestKernel(t, r, ptx, "misses_after_failure")
 	out, err := r.e.Alloc(32 * 8)
 	if err != nil {
 		t.Fatal(err)
@@ -97,4 +83,88 @@ func TestGPUNoReadsAfterFailure(t *testing.T) {
 		idx[i] = uint64(i) * 97 % n
 	}
 	r.gatherRight(t, ctx, idx, "misses after a failure")
+}
+
+// timeoutAfterIndexErrorSrc: lane 0 reads element i, whose Read the test
+// drops, so that it times out; lane 1 reads past the end of a after
+// wait_ns, while lane 0 waits.
+const timeoutAfterIndexErrorSrc = `
+#include "bam/array.cuh"
+typedef unsigned long long u64;
+extern "C" __global__ void timeout_after_index_error(bam::array<u64> a, u64 n, u64 i, u64 wait_ns, u64 *out) {
+	const unsigned lane = threadIdx.x & 31;
+	if (lane == 0) out[0] = a[i];
+	if (lane == 1) {
+		const u64 until = bam::detail::globaltimer() + wait_ns;
+		while (bam::detail::globaltimer() < until) {
+		}
+		out[1] = a[n];
+	}
+}
+`
+
+// TestGPUResetAfterLaterTimeout: a launch whose first failure is an index
+// out of range and whose later one is a timeout (a dropped Read, issued
+// before the index error) must still reset the queues, or the dropped
+// command's abandoned slot fails the next launch.
+func TestGPUResetAfterLaterTimeout(t *testing.T) {
+	cudatest.Device(t)
+	ptx := compileTestKernel(t, timeoutAfterIndexErrorSrc)
+	r, idx := newFaultRig(t)
+	ctx := ctxT(t)
+	fn := loadTestKernel(t, r, ptx, "timeout_after_index_error")
+	out, err := r.e.Alloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.e.Free(out)
+	var fired atomic.Int64
+	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
+		if c.Opcode == nvme.OpRead && fired.Add(1) == 1 {
+			return nvme.Fault{Kind: nvme.FaultDrop}
+		}
+		return nvme.Fault{}
+	})
+	// The index error comes 50 ms into the dropped Read's 500 ms timeout.
+	err = r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}},
+		r.arr.Arg(), cuda.U64(r.n), cuda.U64(idx[1]), cuda.U64(uint64(50*time.Millisecond)), cuda.Ptr(out.Ptr()))
+	r.e.SetFaultHook(nil)
+	var de *DeviceError
+	if !errors.As(err, &de) || !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("launch with an index out of range and a dropped read: %v, want ErrOutOfRange first", err)
+	}
+	if fired.Load() < 1 || de.Count < 2 || !de.abandoned {
+		t.Fatalf("want a dropped read timing out after the index error: %d reads, %d failures, abandoned %v (%v)", fired.Load(), de.Count, de.abandoned, err)
+	}
+	r.gatherRight(t, ctx, idx, "an index out of range, then a dropped read")
+}
+
+// compileTestKernel compiles a test kernel's CUDA source against the
+// device library with NVRTC, or skips the test without NVRTC.
+func compileTestKernel(t *testing.T, src string) []byte {
+	t.Helper()
+	ptx, _, err := cuda.CompilePTX(cuda.Source{Name: "test.cu", Code: src, Headers: kernels.HeaderSources()})
+	if errors.Is(err, cuda.ErrNoNVRTC) {
+		t.Skip("no NVRTC")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptx
+}
+
+// loadTestKernel loads ptx into r's context, unloaded when the test ends,
+// and returns its function name.
+func loadTestKernel(t *testing.T, r *rig, ptx []byte, name string) *cuda.Function {
+	t.Helper()
+	mod, err := r.e.Context().LoadPTX(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Unload() })
+	fn, err := mod.Function(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fn
 }
