@@ -400,6 +400,9 @@ type Engine struct {
 	// retries before anything else.
 	quarantined bool
 	resetErr    error
+	// boundForTest, when not zero, replaces launchBound's bound (tests of
+	// a kernel stopped at its bound).
+	boundForTest time.Duration
 	// stuck is set, under launchMu, when a kernel did not stop even after
 	// its abort: every later launch fails with it, and Close leaves the
 	// device memory alone (waitKernel).
@@ -796,6 +799,16 @@ func (e *Engine) Launch(ctx context.Context, fn *cuda.Function, cfg cuda.LaunchC
 	return err
 }
 
+// launchBound is how long a launch may run before the host stops it with
+// its abort word: a multiple of the device timeout, since every device
+// wait is bounded by it, and time for the kernel's work.
+func (e *Engine) launchBound() time.Duration {
+	if e.boundForTest > 0 {
+		return e.boundForTest
+	}
+	return 4*e.cfg.Timeout + 30*time.Second
+}
+
 // passBlock is the block size of the pass kernels (BAM_ARRAY_BOUNDS).
 const passBlock = 256
 
@@ -891,7 +904,7 @@ func (e *Engine) launch(ctx context.Context, timed, pass bool, fn *cuda.Function
 	for _, q := range e.queues {
 		e.target.Kick(q.id)
 	}
-	bound := 4*e.cfg.Timeout + 30*time.Second
+	bound := e.launchBound()
 	kerr := e.runKernel(ctx, bound, start, end, fn, cfg, args...)
 	if kerr == nil {
 		// The kernel has ended, so no doorbell rings before the next

@@ -1,6 +1,7 @@
 package gpuengine
 
 import (
+	"encoding/binary"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/bam-go/bam/internal/cuda/cudatest"
 	"github.com/bam-go/bam/kernels"
 	"github.com/bam-go/bam/nvme"
+	"github.com/bam-go/bam/vq"
 )
 
 // missesAfterFailureSrc: lane 0 reads past the end of a (the launch's
@@ -85,21 +87,23 @@ func TestGPUNoReadsAfterFailure(t *testing.T) {
 	r.gatherRight(t, ctx, idx, "misses after a failure")
 }
 
-// timeoutAfterIndexErrorSrc: lane 0 reads element i, whose Read the test
-// drops, so that it times out; lane 1 reads past the end of a after
-// wait_ns, while lane 0 waits.
+// timeoutAfterIndexErrorSrc: block 0 reads element i, whose Read the test
+// drops, so that it times out; block 1 reads past the end of a after
+// wait_ns, while block 0 waits. (Two lanes of one warp would not do: the
+// warp may run the waiting lane's branch to its end before the other's.)
 const timeoutAfterIndexErrorSrc = `
 #include "bam/array.cuh"
 typedef unsigned long long u64;
 extern "C" __global__ void timeout_after_index_error(bam::array<u64> a, u64 n, u64 i, u64 wait_ns, u64 *out) {
-	const unsigned lane = threadIdx.x & 31;
-	if (lane == 0) out[0] = a[i];
-	if (lane == 1) {
-		const u64 until = bam::detail::globaltimer() + wait_ns;
-		while (bam::detail::globaltimer() < until) {
-		}
-		out[1] = a[n];
+	if (threadIdx.x != 0) return;
+	if (blockIdx.x == 0) {
+		out[0] = a[i];
+		return;
 	}
+	const u64 until = bam::detail::globaltimer() + wait_ns;
+	while (bam::detail::globaltimer() < until) {
+	}
+	out[1] = a[n];
 }
 `
 
@@ -126,7 +130,7 @@ func TestGPUResetAfterLaterTimeout(t *testing.T) {
 		return nvme.Fault{}
 	})
 	// The index error comes 50 ms into the dropped Read's 500 ms timeout.
-	err = r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}},
+	err = r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 2}, Block: cuda.Dim3{X: 32}},
 		r.arr.Arg(), cuda.U64(r.n), cuda.U64(idx[1]), cuda.U64(uint64(50*time.Millisecond)), cuda.Ptr(out.Ptr()))
 	r.e.SetFaultHook(nil)
 	var de *DeviceError
@@ -167,4 +171,64 @@ func loadTestKernel(t *testing.T, r *rig, ptx []byte, name string) *cuda.Functio
 		t.Fatal(err)
 	}
 	return fn
+}
+
+// spinUntilAbortSrc: thread 0 waits, for at most cap_ns, for the launch's
+// abort word, and writes 1 if it saw it.
+const spinUntilAbortSrc = `
+#include "bam/array.cuh"
+typedef unsigned long long u64;
+extern "C" __global__ void spin_until_abort(bam::array<u64> a, u64 cap_ns, u64 *out) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	const u64 until = bam::detail::globaltimer() + cap_ns;
+	while (!bam::detail::aborted(*a.desc) && bam::detail::globaltimer() < until) {
+	}
+	out[0] = bam::detail::aborted(*a.desc) ? 1 : 0;
+}
+`
+
+// TestGPUOverrunAborted: a kernel still running at its launch's bound is
+// stopped through its abort word, the call fails with a timeout that says
+// so, and the engine stays usable. (Before, the host returned and left the
+// kernel running, and the next call or Close waited for it.)
+func TestGPUOverrunAborted(t *testing.T) {
+	cudatest.Device(t)
+	ptx := compileTestKernel(t, spinUntilAbortSrc)
+	r := newRig(t, Config{CacheBytes: 1 << 20, Timeout: 200 * time.Millisecond}, 1, 1<<16, 19)
+	ctx := ctxT(t)
+	fn := loadTestKernel(t, r, ptx, "spin_until_abort")
+	out, err := r.e.Alloc(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.e.Free(out)
+	if err := out.Memset8(0); err != nil {
+		t.Fatal(err)
+	}
+	r.e.boundForTest = 300 * time.Millisecond
+	start := time.Now()
+	err = r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}},
+		r.arr.Arg(), cuda.U64(uint64(20*time.Second)), cuda.Ptr(out.Ptr()))
+	took := time.Since(start)
+	r.e.boundForTest = 0
+	t.Logf("launch: %v after %v", err, took)
+	var over *overrunError
+	if !errors.Is(err, vq.ErrTimeout) || !errors.As(err, &over) {
+		t.Fatalf("kernel past its bound: %v, want an overrun (vq.ErrTimeout)", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("launch returned after %v, bound 300ms", took)
+	}
+	b := make([]byte, 8)
+	if err := out.Read(0, b); err != nil {
+		t.Fatal(err)
+	}
+	if binary.LittleEndian.Uint64(b) != 1 {
+		t.Errorf("the kernel ended without seeing its abort word")
+	}
+	if r.e.stuck != nil {
+		t.Fatalf("engine stuck: %v", r.e.stuck)
+	}
+	idx := []uint64{0, 1, 4095, 65535}
+	r.gatherRight(t, ctx, idx, "a kernel stopped at its bound")
 }
