@@ -29,7 +29,12 @@ const (
 // their contexts share the GPU by time slices. With two or three test
 // processes on one GPU, a read-ahead pass once returned a wrong sum with
 // modules linked, and C4 failed early and then blocked in cuMemFree in
-// both builds (bench/results/logs/linked-default-69723b1-H200-20261126.txt).
+// both builds (bench/results/logs/linked-default-69723b1-H200-20261126.txt):
+// its kernel ran far past its bound, one timed-out wait after another,
+// until a failed launch stopped starting reads (ded6e9c;
+// bench/results/logs/shared-gpu-overrun-H200-20261126.txt). With four
+// processes a 5 s wait may still time out, so a run can fail with a
+// timeout; a run must never overrun, hang or return a wrong sum.
 // Each child's runs must all verify, and a child still running at the
 // deadline gets SIGQUIT, so that its goroutines' stacks are in its
 // output. Opt-in, since it takes the GPU from anything else beside it.
