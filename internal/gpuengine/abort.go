@@ -76,13 +76,13 @@ func (e *abortedError) Unwrap() error { return e.cause }
 // running at its bound, although every device wait is bounded by the
 // timeout: waits repeated one after another without end, or lanes waiting
 // at a warp-synchronous step for lanes that never come. It matches
-// vq.ErrTimeout.
+// ErrOverrun and vq.ErrTimeout.
 type overrunError struct{ bound, timeout time.Duration }
 
 func (e *overrunError) Error() string {
 	return fmt.Sprintf("did not finish within %v although every device wait is bounded by %v", e.bound, e.timeout)
 }
-func (e *overrunError) Unwrap() error { return vq.ErrTimeout }
+func (e *overrunError) Unwrap() []error { return []error{ErrOverrun, vq.ErrTimeout} }
 
 // waitKernel waits for the engine's stream, at most bound. When ctx ends
 // first, or the bound passes, it sets the launch's abort word and waits

@@ -23,6 +23,13 @@ var (
 	// running in storage after its queue pairs were reset: no kernel runs
 	// until storage has finished them.
 	ErrStragglers = errors.New("gpuengine: commands abandoned after a timeout still run in storage")
+	// ErrOverrun is matched, with vq.ErrTimeout, by the error of a launch
+	// whose kernel was still running at the launch's bound and was stopped
+	// through its abort word. Every device wait is bounded, so it means
+	// waits that followed one another without end, or lanes waiting for
+	// lanes that never came: a defect, where a timeout alone may be slow
+	// storage.
+	ErrOverrun = errors.New("gpuengine: kernel ran past its launch's bound")
 )
 
 // DeviceError is the first failure a kernel recorded during a launch.
