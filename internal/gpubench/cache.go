@@ -129,6 +129,15 @@ func newARig(cfg gpuengine.Config, ns *nvme.MemoryNamespace, n, sum, seed uint64
 	return a, nil
 }
 
+// abandon logs err, closes a and returns err: logged first, since closing
+// frees device memory, which waits for the device, and so for any kernel
+// the failure left running.
+func (c *Config) abandon(a *arig, err error) error {
+	c.logf("failed: %v", err)
+	a.close()
+	return err
+}
+
 func (a *arig) close() error {
 	a.out.Free()
 	a.next.Free()
@@ -359,18 +368,15 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 			c1.Params["staging_mirror"] = "allocated (gpuengine Config.StagingMirror) but used only by the figures suffixed _mirror"
 
 			if h2d, err = measureH2D(ctx, a.e.Context(), p.CeilingBytes, 2, max(p.Runs, 5)); err != nil {
-				a.close()
-				return nil, fmt.Errorf("gpubench: H2D ceiling: %w", err)
+				return nil, p.abandon(a, fmt.Errorf("gpubench: H2D ceiling: %w", err))
 			}
 			if zc, err = measureZeroCopy(ctx, p.Device, p.CeilingBytes, max(p.Runs, 5)); err != nil {
-				a.close()
-				return nil, fmt.Errorf("gpubench: zero-copy ceiling: %w", err)
+				return nil, p.abandon(a, fmt.Errorf("gpubench: zero-copy ceiling: %w", err))
 			}
 		}
 		hc, err := measureHostCopy(ctx, a.e.Context(), ns, patternSeedArr, line, p.Workers, p.CeilingTime, p.Runs)
 		if err != nil {
-			a.close()
-			return nil, fmt.Errorf("gpubench: host copy ceiling: %w", err)
+			return nil, p.abandon(a, fmt.Errorf("gpubench: host copy ceiling: %w", err))
 		}
 		hostCopy[line] = hc
 		ceil := ceilings{H2D: h2d, HostCopy: hostCopy}
@@ -392,12 +398,10 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 			for _, rv := range routes {
 				route := rv.route
 				if err := a.arr.SetFillRoute(route); err != nil {
-					a.close()
-					return nil, err
+					return nil, p.abandon(a, err)
 				}
 				if err := a.e.SetStagingMirror(rv.mirror); err != nil {
-					a.close()
-					return nil, err
+					return nil, p.abandon(a, err)
 				}
 				sch := gatherSchedule{Ahead: p.Ahead}
 				if order == "seq_read_ahead" {
@@ -410,8 +414,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 					continue
 				}
 				if err != nil {
-					a.close()
-					return nil, fmt.Errorf("C1 %s %d-byte lines, %s route: %w", order, line, route, err)
+					return nil, p.abandon(a, fmt.Errorf("C1 %s %d-byte lines, %s route: %w", order, line, route, err))
 				}
 				name := fmt.Sprintf("cold_%s_read_%s_lines_GBps", order, kib(line))
 				goal := ""
@@ -440,8 +443,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 				}
 			}
 			if err := a.e.SetStagingMirror(false); err != nil {
-				a.close()
-				return nil, err
+				return nil, p.abandon(a, err)
 			}
 		}
 		if line == 4096 {
@@ -455,12 +457,10 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 				{"_copy_engine", gpuengine.RouteCopyEngine, gpuengine.DefaultCopyBelow},
 			} {
 				if err := a.arr.SetFillRoute(v.route); err != nil {
-					a.close()
-					return nil, err
+					return nil, p.abandon(a, err)
 				}
 				if err := a.arr.SetCopyBelow(v.copyBelow); err != nil {
-					a.close()
-					return nil, err
+					return nil, p.abandon(a, err)
 				}
 				count := uint64(p.Lookups)
 				if v.route == gpuengine.RouteCopyEngine {
@@ -475,8 +475,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 					continue
 				}
 				if err != nil {
-					a.close()
-					return nil, fmt.Errorf("C1 scattered lookups, %s route%s: %w", v.route, v.suffix, err)
+					return nil, p.abandon(a, fmt.Errorf("C1 scattered lookups, %s route%s: %w", v.route, v.suffix, err))
 				}
 				c1.Report("cold_scattered_lookups_4k_lines_Mlookups"+v.suffix, lk/1e6, "M lookups/s", "")
 				c1.Add("cold_scattered_lookups_4k_lines_GBps"+v.suffix, gb/1e9, "GB/s",
@@ -485,13 +484,11 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 				p.logf("C1 cold scattered 8-byte lookups, 4k lines, %-11s route%s: %.2f M lookups/s, %.2f GB/s of lines filled", v.route, v.suffix, lk/1e6, gb/1e9)
 			}
 			if err := a.arr.SetCopyBelow(gpuengine.DefaultCopyBelow); err != nil {
-				a.close()
-				return nil, err
+				return nil, p.abandon(a, err)
 			}
 		}
 		if err := a.arr.SetFillRoute(gpuengine.RouteAuto); err != nil {
-			a.close()
-			return nil, err
+			return nil, p.abandon(a, err)
 		}
 		if err := a.close(); err != nil {
 			return nil, err
