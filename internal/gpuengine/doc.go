@@ -56,7 +56,13 @@
 // every device wait reads with its deadline, waits (bounded) until the
 // kernel has stopped and returns an error wrapping ctx.Err(), so a stalled
 // namespace holds a cancelled call for about a millisecond, not the
-// timeout. After a timeout or an abort the queue pairs are reset (the
+// timeout. Once a launch has recorded a failure, its misses start no
+// more reads, so its threads unwind within about one timeout. A kernel
+// still running at the launch's bound (four timeouts and 30 s) is stopped
+// the same way, and the call fails with ErrOverrun and the first failure
+// recorded; one that does not stop even then leaves the engine failing
+// every call, and Close then frees no device memory rather than wait for
+// it. After a timeout or an abort the queue pairs are reset (the
 // controller side forgets them, rings and metadata are zeroed), so the
 // engine stays usable; write-backs a timeout or an abort stopped leave
 // their lines dirty.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/bam-go/bam/internal/cuda"
 	"github.com/bam-go/bam/internal/cuda/cudatest"
-	"github.com/bam-go/bam/kernels"
 	"github.com/bam-go/bam/nvme"
 	"github.com/bam-go/bam/vq"
 )
@@ -168,13 +167,7 @@ extern "C" __global__ void rewrite_after_timeout(bam::array<u64> a, u64 per, u64
 // different values, in the kernel or after it.
 func TestGPUWriteBackQuarantine(t *testing.T) {
 	cudatest.Device(t)
-	ptx, _, err := cuda.CompilePTX(cuda.Source{Name: "rewrite.cu", Code: rewriteSrc, Headers: kernels.HeaderSources()})
-	if errors.Is(err, cuda.ErrNoNVRTC) {
-		t.Skip("no NVRTC")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ptx := compileTestKernel(t, rewriteSrc)
 	timeout := 100 * time.Millisecond
 	if cudatest.Sanitizer() != "" {
 		timeout = time.Second
@@ -188,15 +181,7 @@ func TestGPUWriteBackQuarantine(t *testing.T) {
 			cfg := Config{CacheBytes: 4 * 4096, Ways: 4, QueuePairs: 1, QueueDepth: 256, Timeout: timeout, FillRoute: route}
 			r := newRig(t, cfg, 1, 64*512, 13)
 			ctx := ctxT(t)
-			mod, err := r.e.Context().LoadPTX(ptx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mod.Unload()
-			fn, err := mod.Function("rewrite_after_timeout")
-			if err != nil {
-				t.Fatal(err)
-			}
+			fn := loadTestKernel(t, r, ptx, "rewrite_after_timeout")
 			out, err := r.e.Alloc(24)
 			if err != nil {
 				t.Fatal(err)
