@@ -182,14 +182,7 @@ func TestGPUWriteBackQuarantine(t *testing.T) {
 			r := newRig(t, cfg, 1, 64*512, 13)
 			ctx := ctxT(t)
 			fn := loadTestKernel(t, r, ptx, "rewrite_after_timeout")
-			out, err := r.e.Alloc(24)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.e.Free(out)
-			if err := out.Memset8(0); err != nil {
-				t.Fatal(err)
-			}
+			out := testOutput(t, r, 24)
 			old0, old1 := r.stored(0), r.stored(1)
 			v1, v2 := ^old0, ^old1
 			var delayed atomic.Int64
@@ -200,7 +193,7 @@ func TestGPUWriteBackQuarantine(t *testing.T) {
 				return nvme.Fault{}
 			})
 			lc := cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}}
-			err = r.e.Launch(ctx, fn, lc, r.arr.Arg(), cuda.U64(512), cuda.U64(8), cuda.U64(v1), cuda.U64(v2),
+			err := r.e.Launch(ctx, fn, lc, r.arr.Arg(), cuda.U64(512), cuda.U64(8), cuda.U64(v1), cuda.U64(v2),
 				cuda.U64(uint64(6*timeout)), cuda.Ptr(out.Ptr()))
 			r.e.SetFaultHook(nil)
 			if delayed.Load() == 0 {

@@ -51,11 +51,7 @@ func TestGPUNoReadsAfterFailure(t *testing.T) {
 	r := newRig(t, Config{CacheBytes: 1 << 20, Ways: 4, QueuePairs: 1, QueueDepth: 256, Timeout: timeout}, 1, n, 17)
 	ctx := ctxT(t)
 	fn := loadTestKernel(t, r, ptx, "misses_after_failure")
-	out, err := r.e.Alloc(32 * 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.e.Free(out)
+	out := testOutput(t, r, 32*8)
 	var reads atomic.Int64
 	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
 		if c.Opcode == nvme.OpRead {
@@ -65,7 +61,7 @@ func TestGPUNoReadsAfterFailure(t *testing.T) {
 		return nvme.Fault{}
 	})
 	start := time.Now()
-	err = r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}},
+	err := r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}},
 		r.arr.Arg(), cuda.U64(n), cuda.U64(per), cuda.U64(lines), cuda.Ptr(out.Ptr()))
 	took := time.Since(start)
 	r.e.SetFaultHook(nil)
@@ -117,11 +113,7 @@ func TestGPUResetAfterLaterTimeout(t *testing.T) {
 	r, idx := newFaultRig(t)
 	ctx := ctxT(t)
 	fn := loadTestKernel(t, r, ptx, "timeout_after_index_error")
-	out, err := r.e.Alloc(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.e.Free(out)
+	out := testOutput(t, r, 16)
 	var fired atomic.Int64
 	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
 		if c.Opcode == nvme.OpRead && fired.Add(1) == 1 {
@@ -130,7 +122,7 @@ func TestGPUResetAfterLaterTimeout(t *testing.T) {
 		return nvme.Fault{}
 	})
 	// The index error comes 50 ms into the dropped Read's 500 ms timeout.
-	err = r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 2}, Block: cuda.Dim3{X: 32}},
+	err := r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 2}, Block: cuda.Dim3{X: 32}},
 		r.arr.Arg(), cuda.U64(r.n), cuda.U64(idx[1]), cuda.U64(uint64(50*time.Millisecond)), cuda.Ptr(out.Ptr()))
 	r.e.SetFaultHook(nil)
 	var de *DeviceError
@@ -197,17 +189,10 @@ func TestGPUOverrunAborted(t *testing.T) {
 	r := newRig(t, Config{CacheBytes: 1 << 20, Timeout: 200 * time.Millisecond}, 1, 1<<16, 19)
 	ctx := ctxT(t)
 	fn := loadTestKernel(t, r, ptx, "spin_until_abort")
-	out, err := r.e.Alloc(8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.e.Free(out)
-	if err := out.Memset8(0); err != nil {
-		t.Fatal(err)
-	}
+	out := testOutput(t, r, 8)
 	r.e.boundForTest = 300 * time.Millisecond
 	start := time.Now()
-	err = r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}},
+	err := r.e.Launch(ctx, fn, cuda.LaunchConfig{Grid: cuda.Dim3{X: 1}, Block: cuda.Dim3{X: 32}},
 		r.arr.Arg(), cuda.U64(uint64(20*time.Second)), cuda.Ptr(out.Ptr()))
 	took := time.Since(start)
 	r.e.boundForTest = 0
@@ -230,4 +215,19 @@ func TestGPUOverrunAborted(t *testing.T) {
 	}
 	idx := []uint64{0, 1, 4095, 65535}
 	r.gatherRight(t, ctx, idx, "a kernel stopped at its bound")
+}
+
+// testOutput allocates n zeroed bytes of device memory through r's engine
+// for a test kernel's results, freed when the test ends.
+func testOutput(t *testing.T, r *rig, n uint64) *cuda.DeviceMem {
+	t.Helper()
+	out, err := r.e.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.e.Free(out) })
+	if err := out.Memset8(0); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
