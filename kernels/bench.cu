@@ -794,15 +794,35 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_lookup_skewed(bam::array<u64> a, u64 
 	add_sum(out, s);
 }
 
-// bam_bench_seq_ref: warp w reads elements [w*32*coarsen, (w+1)*32*coarsen)
-// of a, lane l the elements w*32*coarsen + 32j + l, holding its line in a
-// bam::array_ref across reads; reps passes. Launch n / coarsen threads
-// (n a multiple of 32 * coarsen).
+// seq_passes walks the passes of the sequential-read kernels below. With
+// W = n / (32 * coarsen) warps, warp w reads in pass r the chunk
+// (w + r * (W / reps)) mod W: lane l the elements chunk*32*coarsen + 32j + l,
+// j < coarsen. Every pass reads the whole array once, and a chunk's next
+// read comes about the array's size of traffic later (other warps read the
+// rest in between), so with an array larger than L2 no pass re-reads from
+// L1 or L2 what the warp's previous pass brought in. base() is the lane's
+// first element of the current pass; next() moves to the next pass.
+struct seq_passes {
+	u64 chunk, step, warps, elems;
+	__device__ __forceinline__ seq_passes(u64 n, u64 coarsen, u64 reps)
+		: chunk(bam::global_thread_id() >> 5), step(0), warps(n / (32 * coarsen)), elems(32 * coarsen) {
+		if (reps > 0 && chunk < warps) step = warps / reps; // warps past the array stay past it
+	}
+	__device__ __forceinline__ u64 base() const { return chunk * elems + (threadIdx.x & 31u); }
+	__device__ __forceinline__ void next() {
+		chunk += step;
+		if (chunk >= warps) chunk -= warps;
+	}
+};
+
+// bam_bench_seq_ref: reps passes over a as seq_passes lays them out,
+// each lane holding its line in a bam::array_ref across its reads. Launch
+// n / coarsen threads (n a multiple of 32 * coarsen).
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 *out) {
-	const u64 tid = bam::global_thread_id();
-	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
 	u64 s = 0;
-	for (u64 r = 0; r < reps; r++) {
+	seq_passes pass(n, coarsen, reps);
+	for (u64 r = 0; r < reps; r++, pass.next()) {
+		const u64 base = pass.base();
 		bam::array_ref<u64> ref(a);
 		for (u64 j = 0; j < coarsen; j++) {
 			const u64 i = base + 32 * j;
@@ -817,10 +837,10 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n, u64
 // the lines the array_ref holds (array_ref::span): one span per line, the
 // line's elements of the lane read with plain loads.
 BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_span(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 *out) {
-	const u64 tid = bam::global_thread_id();
-	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
 	u64 s = 0;
-	for (u64 r = 0; r < reps; r++) {
+	seq_passes pass(n, coarsen, reps);
+	for (u64 r = 0; r < reps; r++, pass.next()) {
+		const u64 base = pass.base();
 		bam::array_ref<u64> ref(a);
 		for (u64 j = 0; j < coarsen;) {
 			const u64 i = base + 32 * j;
@@ -840,10 +860,10 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_span(bam::array<u64> a, u64 n, u6
 // acquires its line (coalesced, or per lane when coalesce == 0).
 template <bool Coalesce>
 __device__ __forceinline__ u64 seq_array(const bam::array<u64> &a, u64 n, u64 coarsen, u64 reps) {
-	const u64 tid = bam::global_thread_id();
-	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
 	u64 s = 0;
-	for (u64 r = 0; r < reps; r++) {
+	seq_passes pass(n, coarsen, reps);
+	for (u64 r = 0; r < reps; r++, pass.next()) {
+		const u64 base = pass.base();
 		for (u64 j = 0; j < coarsen; j++) {
 			const u64 i = base + 32 * j;
 			if (i < n) s += read_array<Coalesce>(a, i);
@@ -858,10 +878,10 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_array(bam::array<u64> a, u64 n, u
 
 // bam_bench_seq_plain is bam_bench_seq_ref on a device array.
 BAM_KERNEL void bam_bench_seq_plain(const u64 *__restrict__ data, u64 n, u64 coarsen, u64 reps, u64 *out) {
-	const u64 tid = bam::global_thread_id();
-	const u64 base = (tid >> 5) * 32 * coarsen + (threadIdx.x & 31u);
 	u64 s = 0;
-	for (u64 r = 0; r < reps; r++) {
+	seq_passes pass(n, coarsen, reps);
+	for (u64 r = 0; r < reps; r++, pass.next()) {
+		const u64 base = pass.base();
 		for (u64 j = 0; j < coarsen; j++) {
 			const u64 i = base + 32 * j;
 			if (i < n) s += data[i];

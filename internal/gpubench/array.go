@@ -240,7 +240,7 @@ func RunArray(ctx context.Context, p ArrayParams) ([]*bench.Result, error) {
 	c2.Params["index"] = "lookup i of a run reads element mix64(seed + i) mod n; seed rotates among index_sets sets"
 	c3.Params["coarsening"] = slices.Clone(p.Coarsening)
 	c3.Params["passes_per_run"] = p.Reps
-	c3.Params["mapping"] = "warp w reads elements [w*32*c, (w+1)*32*c); lane l reads w*32*c + 32j + l, j < c; n/c threads"
+	c3.Params["mapping"] = "n/c threads, W = n/(32c) warps; in pass r warp w reads chunk k = (w + r*(W/passes)) mod W, lane l the elements k*32*c + 32j + l, j < c: every pass reads the whole array, and no warp re-reads its previous pass's chunk from L1/L2"
 	c3.Params["span"] = "the _span_ figures read each held line's elements through array_ref::span (one span per line, plain loads), the others through array_ref::operator[] per element"
 	return []*bench.Result{c2, c3}, nil
 }
