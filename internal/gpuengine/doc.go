@@ -51,7 +51,10 @@
 // NVMe status, a timeout, an index out of range, a cache too small for the
 // live references) is recorded with its element index, NSID and LBA. Launch
 // turns that record into a Go error matching nvme's status sentinels,
-// vq.ErrTimeout, gpucache.ErrCacheTooSmall or ErrOutOfRange. A launch also
+// vq.ErrTimeout, gpucache.ErrCacheTooSmall or ErrOutOfRange; a timeout's
+// DeviceError also names the wait that gave up (DeviceError.Wait: an SQ
+// slot, a completion, another thread's fill, a way or the lock of a set,
+// the fill copier). A launch also
 // ends with its context: Launch then sets the record's abort word, which
 // every device wait reads with its deadline, waits (bounded) until the
 // kernel has stopped and returns an error wrapping ctx.Err(), so a stalled

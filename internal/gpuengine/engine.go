@@ -1166,7 +1166,7 @@ func decodeError(rec []byte) *DeviceError {
 	if code == ErrCodeNone && count == 0 {
 		return nil
 	}
-	return &DeviceError{
+	e := &DeviceError{
 		Code:   code,
 		Status: nvme.Status(le.Uint32(rec[ErrorStatusOffset:])),
 		Index:  le.Uint64(rec[ErrorIndexOffset:]),
@@ -1176,6 +1176,10 @@ func decodeError(rec []byte) *DeviceError {
 
 		abandoned: le.Uint32(rec[ErrorAbandonedOffset:]) != 0,
 	}
+	if (code == ErrCodeTimeout || code == ErrCodeAborted) && e.Status&TimeoutStatus != 0 {
+		e.Wait = WaitKind(e.Status & WaitKindMask)
+	}
+	return e
 }
 
 // resetQueues takes every queue pair away from the Target, zeroes its rings

@@ -32,11 +32,35 @@ var (
 	ErrOverrun = errors.New("gpuengine: kernel ran past its launch's bound")
 )
 
+// WaitKind names a device wait that gave up: the Wait* constants.
+type WaitKind uint32
+
+func (k WaitKind) String() string {
+	switch k {
+	case WaitTurn:
+		return "its queue ticket's SQ slot"
+	case WaitCompletion:
+		return "its command's completion"
+	case WaitLine:
+		return "another thread's fill of the line"
+	case WaitWay:
+		return "a way of the line's set"
+	case WaitSetLock:
+		return "the lock of the line's set"
+	case WaitCopier:
+		return "the fill copier"
+	}
+	return fmt.Sprintf("wait kind %d", uint32(k))
+}
+
 // DeviceError is the first failure a kernel recorded during a launch.
 type DeviceError struct {
 	Code   uint32      // one of the ErrCode* constants
 	Status nvme.Status // for ErrCodeStatus
-	Index  uint64      // element index (or way, for write-backs)
+	// Wait, for ErrCodeTimeout and ErrCodeAborted, is the wait that gave
+	// up (0 if the kernel did not say).
+	Wait   WaitKind
+	Index  uint64 // element index (or way, for write-backs)
 	LBA    uint64
 	NSID   uint32
 	Count  uint32 // failures recorded in the launch
@@ -56,22 +80,29 @@ func (e *DeviceError) Error() string {
 	case ErrCodeStatus:
 		return fmt.Sprintf("gpuengine: %s: element %d: NVMe command on nsid %d lba %d failed: %v%s", e.Kernel, e.Index, e.NSID, e.LBA, e.Status, more)
 	case ErrCodeTimeout:
-		return fmt.Sprintf("gpuengine: %s: element %d: wait timed out (nsid %d lba %d)%s", e.Kernel, e.Index, e.NSID, e.LBA, more)
+		return fmt.Sprintf("gpuengine: %s: element %d: wait%s timed out (nsid %d lba %d)%s", e.Kernel, e.Index, e.waitFor(), e.NSID, e.LBA, more)
 	case ErrCodeOutOfRange:
 		return fmt.Sprintf("gpuengine: %s: element index %d out of range%s", e.Kernel, e.Index, more)
 	case ErrCodeCacheTooSmall:
 		return fmt.Sprintf("gpuengine: %s: element %d: every way of its set stayed referenced: cache too small for the number of live references%s", e.Kernel, e.Index, more)
 	case ErrCodeAborted:
-		return fmt.Sprintf("gpuengine: %s: element %d: wait stopped by the launch's abort (nsid %d lba %d)%s", e.Kernel, e.Index, e.NSID, e.LBA, more)
+		return fmt.Sprintf("gpuengine: %s: element %d: wait%s stopped by the launch's abort (nsid %d lba %d)%s", e.Kernel, e.Index, e.waitFor(), e.NSID, e.LBA, more)
 	}
 	return fmt.Sprintf("gpuengine: %s: device error code %d%s", e.Kernel, e.Code, more)
+}
+
+func (e *DeviceError) waitFor() string {
+	if e.Wait == 0 {
+		return ""
+	}
+	return " for " + e.Wait.String()
 }
 
 // Unwrap lets errors.Is match the failure's sentinel.
 func (e *DeviceError) Unwrap() error {
 	switch e.Code {
 	case ErrCodeStatus:
-		if e.Status&0x8000 != 0 {
+		if e.Status&TimeoutStatus != 0 {
 			return vq.ErrTimeout
 		}
 		return &nvme.StatusError{Status: e.Status, NSID: e.NSID, SLBA: e.LBA}
@@ -92,5 +123,5 @@ func (e *DeviceError) Unwrap() error {
 // (the one reported) or a later one (the record's abandoned word: a launch
 // whose first failure was an index out of range may still have timed out).
 func (e *DeviceError) abandons() bool {
-	return e.abandoned || e.Code == ErrCodeTimeout || e.Code == ErrCodeAborted || (e.Code == ErrCodeStatus && e.Status&0x8000 != 0)
+	return e.abandoned || e.Code == ErrCodeTimeout || e.Code == ErrCodeAborted || (e.Code == ErrCodeStatus && e.Status&TimeoutStatus != 0)
 }

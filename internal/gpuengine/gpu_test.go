@@ -409,6 +409,11 @@ func TestGPUFaults(t *testing.T) {
 	if took > 10*time.Second {
 		t.Errorf("dropped command took %v to report, bound 500ms per wait", took)
 	}
+	// The dropped Read's wait started before any wait behind it, so it
+	// gave up first: the error names it.
+	if de := (*DeviceError)(nil); !errors.As(err, &de) || de.Wait != WaitCompletion {
+		t.Errorf("dropped command: %v: want a DeviceError naming the completion wait", err)
+	}
 	t.Logf("drop: %v after %v", err, took)
 	r.e.SetFaultHook(nil)
 	check("dropped command")
@@ -427,6 +432,9 @@ func TestGPUFaults(t *testing.T) {
 	err = r.arr.Gather(ctx, idx, out)
 	if !errors.Is(err, vq.ErrTimeout) {
 		t.Fatalf("stalled namespace: got %v, want vq.ErrTimeout", err)
+	}
+	if de := (*DeviceError)(nil); !errors.As(err, &de) || de.Wait == 0 {
+		t.Errorf("stalled namespace: %v: want a DeviceError naming its wait", err)
 	}
 	t.Logf("stall: %v after %v", err, time.Since(start))
 	r.e.SetFaultHook(nil)

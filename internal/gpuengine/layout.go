@@ -134,6 +134,18 @@ const (
 	ErrCodeCacheTooSmall = 4 // every way of a set stayed referenced
 	ErrCodeAborted       = 5 // a wait stopped because the host set the abort word
 
+	// Timed-out waits. The status word of an ErrCodeTimeout or
+	// ErrCodeAborted record is TimeoutStatus | the Wait* kind of the wait
+	// that gave up (bit 15 is never set in a controller's 15-bit status).
+	TimeoutStatus  = 0x8000
+	WaitKindMask   = 0xff
+	WaitTurn       = 1 // holding a queue ticket, waiting for its SQ slot
+	WaitCompletion = 2 // a submitted command's completion
+	WaitLine       = 3 // another thread's fill of the line
+	WaitWay        = 4 // a way of the line's set to be released, filled or written back
+	WaitSetLock    = 5 // the set lock, held by other misses of the set
+	WaitCopier     = 6 // the fill copier to finish a staging copy it took
+
 	// Statistics: StatsSlots slots (by SM) of StatsCounters u64 counters.
 	StatsSlots     = 64
 	StatsCounters  = 8
@@ -253,6 +265,14 @@ func Layout() layout.Group {
 			c("ErrCodeOutOfRange", ErrCodeOutOfRange, "Error code: index out of range."),
 			c("ErrCodeCacheTooSmall", ErrCodeCacheTooSmall, "Error code: every way of a set referenced."),
 			c("ErrCodeAborted", ErrCodeAborted, "Error code: a wait stopped by the host's abort word."),
+			c("TimeoutStatus", TimeoutStatus, "Status of a timed-out or aborted wait: this bit | its Wait* kind."),
+			c("WaitKindMask", WaitKindMask, "The Wait* kind's bits in a timeout status."),
+			c("WaitTurn", WaitTurn, "Wait kind: a queue ticket's SQ slot."),
+			c("WaitCompletion", WaitCompletion, "Wait kind: a submitted command's completion."),
+			c("WaitLine", WaitLine, "Wait kind: another thread's fill of the line."),
+			c("WaitWay", WaitWay, "Wait kind: a way of the set to be released, filled or written back."),
+			c("WaitSetLock", WaitSetLock, "Wait kind: the set lock."),
+			c("WaitCopier", WaitCopier, "Wait kind: the fill copier's staging copy."),
 			c("StatsSlots", StatsSlots, "Statistics slots (by SM)."),
 			c("StatsCounters", StatsCounters, "Counters per statistics slot."),
 			c("StatHits", StatHits, "Counter: hits."),

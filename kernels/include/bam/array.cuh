@@ -338,7 +338,7 @@ __device__ __noinline__ void fill_lines(const array_desc *desc, u64 line, bool w
 	if (mine && !run) {
 		const u64 deadline = detail::globaltimer() + d.timeout_ns;
 		u64 t;
-		u32 st = status_timeout;
+		u32 st = cache::timed_out(L::WaitTurn);
 		if (queue::reserve_group(q, singles, deadline, &t, detail::abort_word(d))) {
 			st = cache::read_at(d, q, t, w, way, 32 < d.direct_below, deadline, &h);
 		}

@@ -149,6 +149,15 @@ __device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 ta
 	return ~0ull;
 }
 
+// timed_out is the status of a wait of kind (a layout::engine Wait*
+// constant) that gave up at its deadline or at the host's abort: the
+// record's status then names the wait (DeviceError.Wait on the host).
+static_assert(L::TimeoutStatus == status_timeout, "one timeout bit for the device and the host");
+__device__ __forceinline__ u32 timed_out(u64 kind) { return status_timeout | static_cast<u32>(kind & L::WaitKindMask); }
+// is_timeout reports whether st is a timed_out status rather than a
+// controller's.
+__device__ __forceinline__ bool is_timeout(u32 st) { return (st & status_timeout) != 0; }
+
 // pick_queue spreads warps over the queue pairs.
 __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
 	const u64 warp = global_thread_id() >> 5;
@@ -163,7 +172,7 @@ __device__ __forceinline__ const queue_desc &pick_queue(const array_desc &d) {
 __device__ __forceinline__ bool offload(const array_desc &d, unsigned char *to, const unsigned char *from, bool to_host, u64 deadline) {
 	if (d.copier == 0) return false;
 	const u32 r = copier::run(d.copier, to, from, 1ull << d.line_shift, to_host, deadline, detail::abort_word(d));
-	if (r == copier::timed_out) detail::record_error(d, L::ErrCodeTimeout, status_timeout, 0, 0, 0);
+	if (r == copier::timed_out) detail::record_error(d, L::ErrCodeTimeout, timed_out(L::WaitCopier), 0, 0, 0);
 	if (r != copier::copied) return false;
 	detail::count(d, L::StatOffloads, 1);
 	return true;
@@ -173,11 +182,12 @@ __device__ __forceinline__ bool offload(const array_desc &d, unsigned char *to, 
 // copy engine (the PRPs name the line and the Target copies it out before it
 // completes) when the descriptor enables that route, else through a staging
 // slot this thread copies the line into. Returns the NVMe status (0 on
-// success, status_timeout on a timeout). Fills go through io_read instead.
+// success, a timed_out status on a timeout). Fills go through io_read
+// instead.
 __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &w, u64 deadline) {
 	const queue_desc &q = pick_queue(d);
 	u64 t;
-	if (detail::aborted(d) || !queue::reserve(q, deadline, &t, detail::abort_word(d))) return status_timeout;
+	if (detail::aborted(d) || !queue::reserve(q, deadline, &t, detail::abort_word(d))) return timed_out(L::WaitTurn);
 	const u32 shift = static_cast<u32>(d.line_shift);
 	u64 prp1, prp2;
 	if (d.direct_below != 0) {
@@ -193,7 +203,7 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 	queue::issue(q, t, nvme_command::read_write(nvme_op_write, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
 	detail::count(d, L::StatCommands, 1);
 	u32 status, dw0;
-	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return status_timeout;
+	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return timed_out(L::WaitCompletion);
 	queue::retire(q, t);
 	return status;
 }
@@ -204,7 +214,7 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 // data in before it posts the completion, and nothing is left pending
 // (h->staging == 0). Other groups read into a staging slot that stays owned by
 // the caller (h->staging, h->queue, h->ticket) until finish_fill retires it.
-// On failure nothing is held. Returns the NVMe status (status_timeout on a
+// On failure nothing is held. Returns the NVMe status (a timed_out status on a
 // timeout).
 __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n, u64 deadline, struct handle *h);
 // start_read issues the Read of the line at w for way g at ticket t of q
@@ -250,14 +260,14 @@ __device__ __noinline__ bool crowded(const array_desc &d, u64 base, u64 K) {
 	return held;
 }
 
-// fail_wait records a wait for the set at base that outlasted its
-// deadline: as a cache too small when the set is crowded, else as a
-// timeout (an abort when the host stopped the launch).
-__device__ __forceinline__ void fail_wait(const array_desc &d, u64 base, u64 K, u64 index, const where &w) {
+// fail_wait records a wait of kind (WaitWay or WaitSetLock) for the set at
+// base that outlasted its deadline: as a cache too small when the set is
+// crowded, else as a timeout (an abort when the host stopped the launch).
+__device__ __forceinline__ void fail_wait(const array_desc &d, u64 base, u64 K, u64 index, const where &w, u64 kind) {
 	if (!detail::aborted(d) && crowded(d, base, K)) {
 		fail(d, L::ErrCodeCacheTooSmall, 0, index, w);
 	} else {
-		fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+		fail(d, L::ErrCodeTimeout, timed_out(kind), index, w);
 	}
 }
 
@@ -424,10 +434,10 @@ __device__ __forceinline__ u32 claim_locked(const array_desc &d, const where &w,
 			detail::st_release_gpu(tag_at(d, victim), (static_cast<u64>(gen + 1u) << C::TagWordGenShift) | old_tag);
 			atomicOr(state_at(d, victim), state_valid | state_dirty);
 			// A Write that timed out may still run (quarantine).
-			if (st != status_timeout) atomicAnd(state_at(d, victim), ~state_busy);
+			if (!is_timeout(st)) atomicAnd(state_at(d, victim), ~state_busy);
 			atomicSub(state_at(d, victim), n);
 			drop_lock(lock);
-			fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, ow);
+			fail(d, is_timeout(st) ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, ow);
 			return claim_failed;
 		}
 		__threadfence();
@@ -445,7 +455,7 @@ __device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 se
 	if (!take_lock(set_lock(d, set), deadline, detail::abort_word(d))) {
 		// Other misses of the set kept the lock; they too may be
 		// waiting for ways that stay held.
-		fail_wait(d, base, K, index, w);
+		fail_wait(d, base, K, index, w, L::WaitSetLock);
 		return claim_failed;
 	}
 	return claim_locked(d, w, set, base, K, n, deadline, index, way);
@@ -502,12 +512,12 @@ __device__ __forceinline__ void unclaim(const array_desc &d, u64 g) {
 __device__ __forceinline__ void end_fill(const array_desc &d, u64 g, u32 n, u32 st, u64 index, const where &w, handle *h) {
 	detail::count(d, L::StatFills, 1);
 	if (st != 0) {
-		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
+		fail(d, is_timeout(st) ? L::ErrCodeTimeout : L::ErrCodeStatus, st, index, w);
 		detail::st_relaxed_gpu(status_at(d, g), static_cast<u32>(C::StatusFillFailed));
 		__threadfence();
 		// A timed-out Read on the copy-engine route may still copy into
 		// the line: the way stays BUSY (quarantine).
-		if (st != status_timeout || d.direct_below == 0) atomicAnd(state_at(d, g), ~state_busy);
+		if (!is_timeout(st) || d.direct_below == 0) atomicAnd(state_at(d, g), ~state_busy);
 		atomicSub(state_at(d, g), n);
 		return;
 	}
@@ -534,7 +544,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 	handle h{0, false, 0, 0, 0};
 	for (u32 round = 0;; round++) {
 		if (round > 0 && detail::expired(deadline, detail::abort_word(d))) {
-			fail_wait(d, base, K, index, w);
+			fail_wait(d, base, K, index, w, L::WaitWay);
 			return h;
 		}
 		if (round > 0 && detail::failed(d)) return h;  // another thread failed: unwind fast
@@ -576,7 +586,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 					if ((i & 7) == 7) {
 						if (detail::expired(deadline, detail::abort_word(d))) {
 							atomicSub(state_at(d, g), n);
-							fail(d, L::ErrCodeTimeout, status_timeout, index, w);
+							fail(d, L::ErrCodeTimeout, timed_out(L::WaitLine), index, w);
 							return h;
 						}
 						// The launch failed already: the way may
@@ -640,7 +650,7 @@ __device__ __forceinline__ handle acquire_impl(const array_desc &d, const where 
 __device__ inline u32 io_read(const array_desc &d, const where &w, u64 g, u32 n, u64 deadline, handle *h) {
 	const queue_desc &q = pick_queue(d);
 	u64 t;
-	if (detail::aborted(d) || !queue::reserve(q, deadline, &t, detail::abort_word(d))) return status_timeout;
+	if (detail::aborted(d) || !queue::reserve(q, deadline, &t, detail::abort_word(d))) return timed_out(L::WaitTurn);
 	return read_at(d, q, t, w, g, n < d.direct_below, deadline, h);
 }
 
@@ -667,7 +677,7 @@ __device__ inline void start_read(const array_desc &d, const queue_desc &q, u64 
 __device__ inline u32 end_read(const array_desc &d, const queue_desc &q, u64 t, bool direct, u64 deadline, handle *h) {
 	const u32 shift = static_cast<u32>(d.line_shift);
 	u32 status, dw0;
-	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return status_timeout;
+	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return timed_out(L::WaitCompletion);
 	if (!queue::status_ok(status) || direct) {
 		queue::retire(q, t);
 		return status;
@@ -824,8 +834,8 @@ __device__ __noinline__ bool write_back_way(const array_desc &d, u64 g) {
 	detail::count(d, L::StatWriteBacks, 1);
 	__threadfence();
 	if (st != 0) {
-		if (st != status_timeout) atomicAnd(state_at(d, g), ~state_busy);  // else quarantined
-		fail(d, st == status_timeout ? L::ErrCodeTimeout : L::ErrCodeStatus, st, g, w);
+		if (!is_timeout(st)) atomicAnd(state_at(d, g), ~state_busy);  // else quarantined
+		fail(d, is_timeout(st) ? L::ErrCodeTimeout : L::ErrCodeStatus, st, g, w);
 		return false;
 	}
 	atomicAnd(state_at(d, g), ~(state_busy | state_dirty));

@@ -329,6 +329,22 @@ inline constexpr unsigned long long ErrCodeOutOfRange = 3ull;
 inline constexpr unsigned long long ErrCodeCacheTooSmall = 4ull;
 /// Error code: a wait stopped by the host's abort word.
 inline constexpr unsigned long long ErrCodeAborted = 5ull;
+/// Status of a timed-out or aborted wait: this bit | its Wait* kind.
+inline constexpr unsigned long long TimeoutStatus = 32768ull;
+/// The Wait* kind's bits in a timeout status.
+inline constexpr unsigned long long WaitKindMask = 255ull;
+/// Wait kind: a queue ticket's SQ slot.
+inline constexpr unsigned long long WaitTurn = 1ull;
+/// Wait kind: a submitted command's completion.
+inline constexpr unsigned long long WaitCompletion = 2ull;
+/// Wait kind: another thread's fill of the line.
+inline constexpr unsigned long long WaitLine = 3ull;
+/// Wait kind: a way of the set to be released, filled or written back.
+inline constexpr unsigned long long WaitWay = 4ull;
+/// Wait kind: the set lock.
+inline constexpr unsigned long long WaitSetLock = 5ull;
+/// Wait kind: the fill copier's staging copy.
+inline constexpr unsigned long long WaitCopier = 6ull;
 /// Statistics slots (by SM).
 inline constexpr unsigned long long StatsSlots = 64ull;
 /// Counters per statistics slot.
