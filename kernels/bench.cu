@@ -797,10 +797,11 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_lookup_skewed(bam::array<u64> a, u64 
 // seq_passes walks the passes of the sequential-read kernels below. With
 // W = n / (32 * coarsen) warps, warp w reads in pass r the chunk
 // (w + r * (W / reps)) mod W: lane l the elements chunk*32*coarsen + 32j + l,
-// j < coarsen. Every pass reads the whole array once, and a chunk's next
-// read comes about the array's size of traffic later (other warps read the
-// rest in between), so with an array larger than L2 no pass re-reads from
-// L1 or L2 what the warp's previous pass brought in. base() is the lane's
+// j < coarsen. Every pass reads the whole array once. Chunk k is read by
+// warps k, k - W/reps, k - 2W/reps, ...; when W/reps is at least the
+// warps resident at once, those run in different waves, so no wave reads
+// a chunk twice, and with an array larger than L2 every pass reads HBM
+// (gpubench.ArrayParams.ArrayBytes says how large). base() is the lane's
 // first element of the current pass; next() moves to the next pass.
 struct seq_passes {
 	u64 chunk, step, warps, elems;

@@ -178,7 +178,7 @@ func runBenchGPUArray(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "bench gpu-array")
 	g := addGPUFlags(fs)
 	line := fs.Int("line", 0, "cache line size (default 4096)")
-	array := fs.String("array", "", "array size, a power of two larger than L2; the cache is twice it (default 256MiB)")
+	array := fs.String("array", "", "array size, a power of two larger than L2; the cache is twice it (default 1GiB)")
 	lookups := fs.String("lookups", "", "random lookups per C2 run (default 64M)")
 	coarsen := fs.String("coarsen", "", "C3 elements per thread, comma-separated (default 1,2,4,8,16,32)")
 	reps := fs.Int("reps", 0, "passes over the array per C3 run (default 8)")
