@@ -391,8 +391,11 @@ func TestGPUFaults(t *testing.T) {
 
 	// A dropped command becomes a timeout within the bound.
 	fired.Store(0)
+	var droppedAt atomic.Pointer[nvme.Command]
 	r.e.SetFaultHook(func(q uint16, c *nvme.Command) nvme.Fault {
 		if c.Opcode == nvme.OpRead && fired.Add(1) == 3 {
+			cc := *c
+			droppedAt.Store(&cc)
 			return nvme.Fault{Kind: nvme.FaultDrop}
 		}
 		return nvme.Fault{}
@@ -409,10 +412,18 @@ func TestGPUFaults(t *testing.T) {
 	if took > 10*time.Second {
 		t.Errorf("dropped command took %v to report, bound 500ms per wait", took)
 	}
-	// The dropped Read's wait started before any wait behind it, so it
-	// gave up first: the error names it.
-	if de := (*DeviceError)(nil); !errors.As(err, &de) || de.Wait != WaitCompletion {
-		t.Errorf("dropped command: %v: want a DeviceError naming the completion wait", err)
+	// The first wait to give up is the dropped Read's own or that of a
+	// thread waiting for one of its lines (whose wait may have begun
+	// before the Read's lead began waiting for its completion): either
+	// way the error names a line of the dropped Read.
+	dropped := droppedAt.Load()
+	if dropped == nil {
+		t.Fatal("no Read was dropped")
+	}
+	if de := (*DeviceError)(nil); !errors.As(err, &de) || (de.Wait != WaitCompletion && de.Wait != WaitLine) ||
+		de.NSID != dropped.NSID || de.LBA < dropped.SLBA() || de.LBA >= dropped.SLBA()+uint64(dropped.Blocks()) {
+		t.Errorf("dropped command (nsid %d lba %d, %d blocks): %v: want a DeviceError naming the wait for its completion or its line's fill, at one of its lines",
+			dropped.NSID, dropped.SLBA(), dropped.Blocks(), err)
 	}
 	t.Logf("drop: %v after %v", err, took)
 	r.e.SetFaultHook(nil)
