@@ -151,8 +151,12 @@ func (c *Cache) waitErr(err error, tag uint64, what string) error {
 // a victim, install the tag with the group's references, drop the lock,
 // write the victim back if dirty, fill, publish VALID.
 func (c *Cache) miss(ctx context.Context, set uint32, tag uint64, n uint32, w *waiter) (Handle, outcome, error) {
-	if err := c.lockSet(ctx, set, w); err != nil {
+	locked, err := c.lockSetUnlessInstalled(ctx, set, tag, w)
+	if err != nil {
 		return Handle{}, done, c.waitErr(err, tag, "the set lock")
+	}
+	if !locked {
+		return Handle{}, retry, nil // installed meanwhile: take the hit path
 	}
 	base := uintptr(set) * uintptr(c.cfg.Ways)
 	free := ^uintptr(0)

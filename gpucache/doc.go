@@ -95,7 +95,11 @@
 //
 //  1. Take the set lock (compare-and-swap of LockFree to LockHeld, backing
 //     off between tries). It protects only steps 2-5, which do no I/O
-//     (§5: no lock is held across an I/O; spinlocks are short).
+//     (§5: no lock is held across an I/O; spinlocks are short). Between
+//     tries, scan the set: a way whose tag is tag and that is VALID or BUSY
+//     means someone installed the line meanwhile; stop waiting and take
+//     the hit path, as step 2 would (the misses of one line that raced to
+//     the lock then do not take it one after the other).
 //  2. Re-scan every way of the set, reading its write-back tag before its
 //     tag. Write-back tag == tag: the line's write-back is in flight;
 //     unlock, back off, start over (§5: a line is not read from storage

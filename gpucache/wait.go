@@ -64,4 +64,26 @@ func (c *Cache) lockSet(ctx context.Context, set uint32, w *waiter) error {
 	}
 }
 
+// lockSetUnlessInstalled is lockSet for a miss of tag (miss step 1):
+// between tries it looks for the line in the set, and once it finds it
+// installed (VALID or BUSY: someone else's claim) it stops waiting and
+// returns false, so that the misses of one line that raced to the lock
+// take the hit path without taking the lock one after the other.
+func (c *Cache) lockSetUnlessInstalled(ctx context.Context, set uint32, tag uint64, w *waiter) (bool, error) {
+	p := c.r.lock(set)
+	for i := 0; ; i++ {
+		if atomic.LoadUint32(p) == LockFree && atomic.CompareAndSwapUint32(p, LockFree, LockHeld) {
+			return true, nil
+		}
+		if i > 0 {
+			if g, ok := c.lookup(set, tag); ok && atomic.LoadUint32(c.r.state(g))&(StateValid|StateBusy) != 0 {
+				return false, nil
+			}
+		}
+		if err := w.pause(ctx); err != nil {
+			return false, err
+		}
+	}
+}
+
 func (c *Cache) unlockSet(set uint32) { atomic.StoreUint32(c.r.lock(set), LockFree) }
