@@ -47,9 +47,10 @@
 // hardware queue with a running kernel that waits for them.
 //
 // Errors. Kernels never wait forever: every wait on the device is bounded by
-// Config.Timeout (%globaltimer), and the first failure of a launch (a failed
-// NVMe status, a timeout, an index out of range, a cache too small for the
-// live references) is recorded with its element index, NSID and LBA. Launch
+// Config.Timeout (%globaltimer), and a launch's failures (a failed NVMe
+// status, a timeout, an index out of range, a cache too small for the live
+// references) are counted, the one most likely to be the cause of the
+// others kept with its element index, NSID and LBA (DeviceError). Launch
 // turns that record into a Go error matching nvme's status sentinels,
 // vq.ErrTimeout, gpucache.ErrCacheTooSmall or ErrOutOfRange; a timeout's
 // DeviceError also names the wait that gave up (DeviceError.Wait: an SQ
@@ -62,7 +63,7 @@
 // timeout. Once a launch has recorded a failure, its misses start no
 // more reads, so its threads unwind within about one timeout. A kernel
 // still running at the launch's bound (four timeouts and 30 s) is stopped
-// the same way, and the call fails with ErrOverrun and the first failure
+// the same way, and the call fails with ErrOverrun and the failure
 // recorded; one that does not stop even then leaves the engine failing
 // every call, and Close then frees no device memory rather than wait for
 // it. After a timeout or an abort the queue pairs are reset (the

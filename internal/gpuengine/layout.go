@@ -112,7 +112,8 @@ const (
 	QueueMirrorOffset     = 88 // device pointer: the staging slots' mirror in device memory, 0 for none
 	QueueDescBytes        = 96
 
-	// Error record: the first failure of a launch, for the host to report.
+	// Error record: the failure of a launch the host reports (the earliest
+	// of those most likely to be the cause: bam::detail::error_rank).
 	ErrorCodeOffset   = 0  // u32: one of the Err* codes; 0 = none
 	ErrorStatusOffset = 4  // u32: NVMe status of an ErrCodeStatus
 	ErrorIndexOffset  = 8  // u64: element index or line involved
@@ -124,6 +125,8 @@ const (
 	// left queue tickets, commands or copier jobs abandoned (a timeout, an
 	// abort, a status the Target gives a command it gave up on).
 	ErrorAbandonedOffset = 40
+	ErrorRankOffset      = 44 // u32: device only: how likely the failure held is the cause of the others
+	ErrorLockOffset      = 48 // u32: device only: taken while a failure is written
 	ErrorRecordBytes     = 64
 
 	// Error codes.
@@ -258,6 +261,8 @@ func Layout() layout.Group {
 			c("ErrorCountOffset", ErrorCountOffset, "Error record: failures recorded."),
 			c("ErrorAbortOffset", ErrorAbortOffset, "Error record: abort word, set by the host to stop every wait of the launch."),
 			c("ErrorAbandonedOffset", ErrorAbandonedOffset, "Error record: non-zero once any failure of the launch abandoned tickets, commands or copier jobs."),
+			c("ErrorRankOffset", ErrorRankOffset, "Error record: rank of the failure held (bam::detail::error_rank)."),
+			c("ErrorLockOffset", ErrorLockOffset, "Error record: lock taken while a failure is written."),
 			c("ErrorRecordBytes", ErrorRecordBytes, "Size of the error record."),
 			c("ErrCodeNone", ErrCodeNone, "Error code: none."),
 			c("ErrCodeStatus", ErrCodeStatus, "Error code: failing NVMe status."),

@@ -27,7 +27,8 @@ struct queue_desc {
 	u64 mirror;        // the staging slots' mirror in device memory, 0 for none
 };
 
-// error_record holds the first failure of a launch.
+// error_record holds the failure of a launch that the host reports
+// (record_error says which) and counts them all.
 struct error_record {
 	u32 code;
 	u32 status;
@@ -37,7 +38,9 @@ struct error_record {
 	u32 count;
 	u32 abort;      // set by the host (never by kernels) to stop every wait of the launch
 	u32 abandoned;  // non-zero once any failure left tickets, commands or copier jobs abandoned
-	u32 pad_[5];
+	u32 rank;       // error_rank of the failure held
+	u32 lock;       // taken by a thread writing the failure
+	u32 pad_[3];
 };
 
 // array_desc is everything bam::array<T> needs to find element i: the
@@ -116,6 +119,8 @@ BAM_CHECK_OFFSET(error_record, nsid, L::ErrorNSIDOffset);
 BAM_CHECK_OFFSET(error_record, count, L::ErrorCountOffset);
 BAM_CHECK_OFFSET(error_record, abort, L::ErrorAbortOffset);
 BAM_CHECK_OFFSET(error_record, abandoned, L::ErrorAbandonedOffset);
+BAM_CHECK_OFFSET(error_record, rank, L::ErrorRankOffset);
+BAM_CHECK_OFFSET(error_record, lock, L::ErrorLockOffset);
 static_assert(sizeof(error_record) == L::ErrorRecordBytes, "error_record size disagrees with layout.go");
 BAM_CHECK_OFFSET(array_desc, cache_meta, L::ArrayCacheMetaOffset);
 BAM_CHECK_OFFSET(array_desc, cache_data, L::ArrayCacheDataOffset);
@@ -158,25 +163,61 @@ __device__ __forceinline__ const u32 *abort_word(const array_desc &d) {
 }
 __device__ __forceinline__ bool aborted(const array_desc &d) { return stopped(abort_word(d)); }
 
-// record_error keeps the first failure of a launch and counts the rest. A
-// timeout after the host set the abort word is recorded as an abort.
+// error_rank orders failures by how likely they are the cause of the
+// others rather than their consequence. Highest: a failing status, an index
+// out of range, a cache too small, a command's completion or the fill
+// copier not coming in time (nothing else held those up); then a wait for
+// a queue slot (held by an older command); then a wait for another thread's
+// fill, a way or the lock of a set (held by threads that themselves wait);
+// lowest, a wait the host stopped.
+__device__ __forceinline__ u32 error_rank(u32 code, u32 status) {
+	if (code == L::ErrCodeAborted) return 1;
+	if (code != L::ErrCodeTimeout) return 4;
+	const u32 kind = status & static_cast<u32>(L::WaitKindMask);
+	if (kind == L::WaitCompletion || kind == L::WaitCopier) return 4;
+	return kind == L::WaitTurn ? 3 : 2;
+}
+
+// record_error counts a failure of the launch and keeps it in the record
+// unless the record holds one of the same or a higher error_rank: the host
+// reports the earliest failure of the highest rank. (The first failure to
+// be recorded is often not the cause: a thread waiting for a line can give
+// up before the thread whose dropped Read fills it, whose wait began
+// later.) A timeout after the host set the abort word is recorded as an
+// abort.
 __device__ __forceinline__ void record_error(const array_desc &d, u32 code, u32 status, u64 index, u64 lba, u64 nsid) {
 	if (code == L::ErrCodeTimeout && aborted(d)) code = L::ErrCodeAborted;
 	error_record *e = reinterpret_cast<error_record *>(d.error);
-	// Whichever failure comes first, the host must know whether any of
-	// them left something abandoned that it has to reset before the next
-	// launch (a timeout, an abort, a status the Target gives a command it
-	// gave up on: bit 15).
+	// Whichever failure is kept, the host must know whether any of them
+	// left something abandoned that it has to reset before the next launch
+	// (a timeout, an abort, a status the Target gives a command it gave up
+	// on: bit 15).
 	if (code == L::ErrCodeTimeout || code == L::ErrCodeAborted || (code == L::ErrCodeStatus && (status & 0x8000u) != 0)) {
 		atomicExch(&e->abandoned, 1u);
 	}
-	if (atomicAdd(&e->count, 1u) == 0) {
-		e->status = status;
-		e->index = index;
-		e->lba = lba;
-		e->nsid = nsid;
-		__threadfence();
-		atomicExch(&e->code, code);
+	atomicAdd(&e->count, 1u);
+	const u32 rank = error_rank(code, status);
+	if (ld_relaxed_gpu(&e->rank) >= rank) return;
+	// The record's fields change together, under its lock: a holder only
+	// stores them, so the wait is short; bounded all the same (a failure
+	// not kept is still counted).
+	for (u32 i = 0; i < (1u << 16); i++) {
+		if (atomicCAS(&e->lock, 0u, 1u) == 0u) {
+			__threadfence();
+			if (e->rank < rank) {
+				e->status = status;
+				e->index = index;
+				e->lba = lba;
+				e->nsid = nsid;
+				e->rank = rank;
+				__threadfence();
+				atomicExch(&e->code, code);
+			}
+			__threadfence();
+			atomicExch(&e->lock, 0u);
+			return;
+		}
+		if (ld_relaxed_gpu(&e->rank) >= rank) return;
 	}
 }
 

@@ -315,6 +315,10 @@ inline constexpr unsigned long long ErrorAbortOffset = 36ull;
 /// Error record: non-zero once any failure of the launch abandoned tickets, commands or copier
 /// jobs.
 inline constexpr unsigned long long ErrorAbandonedOffset = 40ull;
+/// Error record: rank of the failure held (bam::detail::error_rank).
+inline constexpr unsigned long long ErrorRankOffset = 44ull;
+/// Error record: lock taken while a failure is written.
+inline constexpr unsigned long long ErrorLockOffset = 48ull;
 /// Size of the error record.
 inline constexpr unsigned long long ErrorRecordBytes = 64ull;
 /// Error code: none.
