@@ -49,16 +49,19 @@ func (k WaitKind) String() string {
 		return "the lock of the line's set"
 	case WaitCopier:
 		return "the fill copier"
+	case WaitSubmit:
+		return "its command's submission (an earlier ticket of its queue was not issued)"
 	}
 	return fmt.Sprintf("wait kind %d", uint32(k))
 }
 
 // DeviceError is the failure of a launch most likely to be the cause of
 // its others: the earliest of the highest rank the kernel recorded (a
-// failing status, an index out of range, a cache too small, a command's
-// completion or the fill copier overdue; then a wait for a queue slot;
-// then a wait for another thread's fill, a way or a set's lock; last an
-// aborted wait). Count says how many failures there were in all.
+// failing status, an index out of range, a cache too small, a submitted
+// command's completion or the fill copier overdue; then a wait for a queue
+// slot; then a wait for a command's submission, another thread's fill, a
+// way or a set's lock; last an aborted wait). Count says how many failures
+// there were in all.
 type DeviceError struct {
 	Code   uint32      // one of the ErrCode* constants
 	Status nvme.Status // for ErrCodeStatus

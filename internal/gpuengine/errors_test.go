@@ -35,6 +35,7 @@ func TestDecodeTimeoutWait(t *testing.T) {
 		{ErrCodeTimeout, TimeoutStatus | WaitWay, WaitWay, "wait for a way of the line's set timed out", true},
 		{ErrCodeTimeout, TimeoutStatus | WaitSetLock, WaitSetLock, "wait for the lock of the line's set timed out", true},
 		{ErrCodeTimeout, TimeoutStatus | WaitCopier, WaitCopier, "wait for the fill copier timed out", true},
+		{ErrCodeTimeout, TimeoutStatus | WaitSubmit, WaitSubmit, "wait for its command's submission (an earlier ticket of its queue was not issued) timed out", true},
 		{ErrCodeTimeout, TimeoutStatus, 0, "element 77: wait timed out", true},
 		{ErrCodeAborted, TimeoutStatus | WaitCompletion, WaitCompletion, "wait for its command's completion stopped by the launch's abort", false},
 		{ErrCodeStatus, 0x281, 0, "NVMe command on nsid 1 lba 4096 failed", false},

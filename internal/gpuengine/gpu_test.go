@@ -414,8 +414,9 @@ func TestGPUFaults(t *testing.T) {
 	}
 	// The error names the dropped Read's wait for its completion, at one
 	// of its lines, although waits for the lines it fills (and for the
-	// lines its warp fills with it) may have given up first: the record
-	// keeps the failure most likely to be the cause.
+	// lines its warp fills with it), and for Reads issued behind a ticket
+	// stuck on its slot and so never submitted, may have given up first:
+	// the record keeps the failure most likely to be the cause.
 	dropped := droppedAt.Load()
 	if dropped == nil {
 		t.Fatal("no Read was dropped")

@@ -148,6 +148,7 @@ const (
 	WaitWay        = 4 // a way of the line's set to be released, filled or written back
 	WaitSetLock    = 5 // the set lock, held by other misses of the set
 	WaitCopier     = 6 // the fill copier to finish a staging copy it took
+	WaitSubmit     = 7 // an issued command's submission: the SQ tail stayed behind it (an earlier ticket not issued)
 
 	// Statistics: StatsSlots slots (by SM) of StatsCounters u64 counters.
 	StatsSlots     = 64
@@ -278,6 +279,7 @@ func Layout() layout.Group {
 			c("WaitWay", WaitWay, "Wait kind: a way of the set to be released, filled or written back."),
 			c("WaitSetLock", WaitSetLock, "Wait kind: the set lock."),
 			c("WaitCopier", WaitCopier, "Wait kind: the fill copier's staging copy."),
+			c("WaitSubmit", WaitSubmit, "Wait kind: an issued command's submission (the SQ tail stayed behind it)."),
 			c("StatsSlots", StatsSlots, "Statistics slots (by SM)."),
 			c("StatsCounters", StatsCounters, "Counters per statistics slot."),
 			c("StatHits", StatHits, "Counter: hits."),

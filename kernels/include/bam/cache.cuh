@@ -154,6 +154,10 @@ __device__ __forceinline__ u64 find_way(const u64 *tags, u64 base, u64 K, u64 ta
 // record's status then names the wait (DeviceError.Wait on the host).
 static_assert(L::TimeoutStatus == status_timeout, "one timeout bit for the device and the host");
 __device__ __forceinline__ u32 timed_out(u64 kind) { return status_timeout | static_cast<u32>(kind & L::WaitKindMask); }
+// wait_kind is the kind of a failed wait for ticket t's completion: its
+// command's completion, or its submission when the SQ tail never passed
+// it (an earlier ticket of the queue was not issued).
+__device__ __forceinline__ u64 wait_kind(const queue_desc &q, u64 t) { return queue::submitted(q, t) ? L::WaitCompletion : L::WaitSubmit; }
 // is_timeout reports whether st is a timed_out status rather than a
 // controller's.
 __device__ __forceinline__ bool is_timeout(u32 st) { return (st & status_timeout) != 0; }
@@ -203,7 +207,7 @@ __device__ __noinline__ u32 write_line(const array_desc &d, u64 g, const where &
 	queue::issue(q, t, nvme_command::read_write(nvme_op_write, static_cast<u32>(w.nsid), w.lba, blocks, prp1, prp2));
 	detail::count(d, L::StatCommands, 1);
 	u32 status, dw0;
-	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return timed_out(L::WaitCompletion);
+	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return timed_out(wait_kind(q, t));
 	queue::retire(q, t);
 	return status;
 }
@@ -462,7 +466,7 @@ __device__ __forceinline__ bool installed(const array_desc &d, const where &w, u
 // installed it: the misses of one line that raced to the lock (every lane
 // of a warp, when each acquires alone) then take the hit path instead of
 // the lock one after the other, thousands of times for a 64 KiB line.
-__device__ __forceinline__ u32 claim(const array_desc &d, const where &w, u64 set, u64 base, u64 K, u32 n, u64 deadline, u64 index,
+__device__ __noinline__ u32 claim(const array_desc &d, const where &w, u64 set, u64 base, u64 K, u32 n, u64 deadline, u64 index,
                                      u64 *way) {
 	u32 *lock = set_lock(d, set);
 	detail::backoff b;
@@ -696,7 +700,7 @@ __device__ inline void start_read(const array_desc &d, const queue_desc &q, u64 
 __device__ inline u32 end_read(const array_desc &d, const queue_desc &q, u64 t, bool direct, u64 deadline, handle *h) {
 	const u32 shift = static_cast<u32>(d.line_shift);
 	u32 status, dw0;
-	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return timed_out(L::WaitCompletion);
+	if (!queue::wait(q, t, deadline, &status, &dw0, detail::abort_word(d))) return timed_out(wait_kind(q, t));
 	if (!queue::status_ok(status) || direct) {
 		queue::retire(q, t);
 		return status;

@@ -520,6 +520,11 @@ __device__ inline void issue(const queue_desc &q, u64 t, nvme_command cmd) {
 	flush_tail(q);
 }
 
+// submitted reports whether ticket t's command has been handed to the
+// controller: the SQ tail has passed it. A command issued after a ticket
+// whose holder has not issued yet waits in the SQ until it has.
+__device__ __forceinline__ bool submitted(const queue_desc &q, u64 t) { return detail::ld_relaxed_gpu(word(q, V::SQTailOffset)) > t; }
+
 // wait polls t's CID record (helping to harvest) until its completion
 // arrives; *status receives the 15-bit NVMe status and *dw0 the
 // completion's dword 0. Returns false on timeout, or once the abort word

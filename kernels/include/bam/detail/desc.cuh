@@ -165,17 +165,18 @@ __device__ __forceinline__ bool aborted(const array_desc &d) { return stopped(ab
 
 // error_rank orders failures by how likely they are the cause of the
 // others rather than their consequence. Highest: a failing status, an index
-// out of range, a cache too small, a command's completion or the fill
-// copier not coming in time (nothing else held those up); then a wait for
-// a queue slot (held by an older command); then a wait for another thread's
-// fill, a way or the lock of a set (held by threads that themselves wait);
-// lowest, a wait the host stopped.
+// out of range, a cache too small, a submitted command's completion or the
+// fill copier not coming in time (nothing else held those up); then a wait
+// for a queue slot (held by an older command); then a wait for a command's
+// submission, another thread's fill, a way or the lock of a set (held up by
+// threads that themselves wait); lowest, a wait the host stopped. A
+// failure path, so not inlined: it would grow every caller's hit path.
 __device__ __forceinline__ u32 error_rank(u32 code, u32 status) {
 	if (code == L::ErrCodeAborted) return 1;
 	if (code != L::ErrCodeTimeout) return 4;
 	const u32 kind = status & static_cast<u32>(L::WaitKindMask);
 	if (kind == L::WaitCompletion || kind == L::WaitCopier) return 4;
-	return kind == L::WaitTurn ? 3 : 2;
+	return kind == L::WaitTurn ? 3 : 2;  // WaitSubmit, WaitLine, WaitWay, WaitSetLock
 }
 
 // record_error counts a failure of the launch and keeps it in the record
@@ -185,7 +186,7 @@ __device__ __forceinline__ u32 error_rank(u32 code, u32 status) {
 // up before the thread whose dropped Read fills it, whose wait began
 // later.) A timeout after the host set the abort word is recorded as an
 // abort.
-__device__ __forceinline__ void record_error(const array_desc &d, u32 code, u32 status, u64 index, u64 lba, u64 nsid) {
+__device__ __noinline__ void record_error(const array_desc &d, u32 code, u32 status, u64 index, u64 lba, u64 nsid) {
 	if (code == L::ErrCodeTimeout && aborted(d)) code = L::ErrCodeAborted;
 	error_record *e = reinterpret_cast<error_record *>(d.error);
 	// Whichever failure is kept, the host must know whether any of them

@@ -349,6 +349,8 @@ inline constexpr unsigned long long WaitWay = 4ull;
 inline constexpr unsigned long long WaitSetLock = 5ull;
 /// Wait kind: the fill copier's staging copy.
 inline constexpr unsigned long long WaitCopier = 6ull;
+/// Wait kind: an issued command's submission (the SQ tail stayed behind it).
+inline constexpr unsigned long long WaitSubmit = 7ull;
 /// Statistics slots (by SM).
 inline constexpr unsigned long long StatsSlots = 64ull;
 /// Counters per statistics slot.
