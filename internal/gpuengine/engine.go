@@ -789,7 +789,8 @@ func (e *Engine) function(name string) (*cuda.Function, error) {
 // Launch runs a kernel that uses arrays bound to this engine on the engine's
 // stream, with the fill copier's warps beside it, waits for it (bounded by
 // a multiple of the device timeout, since every device wait is bounded),
-// and returns the failure the kernel recorded (DeviceError says which) as a *DeviceError.
+// and returns the failure the kernel recorded (DeviceError says which) as
+// a *DeviceError.
 // When ctx ends first, Launch sets the launch's abort word, which every
 // device wait reads with its deadline, waits until the kernel has stopped
 // and returns an error wrapping ctx.Err(). After a timeout or an abort the
