@@ -801,3 +801,36 @@ func TestGenerationParity(t *testing.T) {
 	}
 	b.beforeWrite = nil
 }
+
+// TestMissStopsWaitingOnceInstalled: a miss waiting for its set's lock
+// (miss step 1) takes the hit path once someone else has installed its
+// line, rather than waiting for the lock: here the lock stays held for the
+// whole call, so waiting for it would time out.
+func TestMissStopsWaitingOnceInstalled(t *testing.T) {
+	c, _ := newTestCache(t, Config{Sets: 1, Ways: 2, WaitTimeout: 2 * time.Second})
+	ctx := context.Background()
+	h, err := c.Acquire(ctx, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	w := c.newWaiter()
+	if err := c.lockSet(ctx, 0, &w); err != nil {
+		t.Fatal(err)
+	}
+	defer c.unlockSet(0)
+	start := time.Now()
+	w = c.newWaiter()
+	_, o, err := c.miss(ctx, 0, 5, 1, &w)
+	if err != nil || o != retry {
+		t.Fatalf("miss of an installed line with the set lock held: outcome %d, %v; want a retry", o, err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("miss took %v to see its line installed", took)
+	}
+	// A line that is not installed still waits for the lock, and times out.
+	w = c.newWaiter()
+	if _, _, err := c.miss(ctx, 0, 7, 1, &w); !errors.Is(err, ErrTimeout) {
+		t.Errorf("miss of an absent line with the set lock held: %v, want ErrTimeout", err)
+	}
+}
