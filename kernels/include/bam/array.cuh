@@ -62,25 +62,38 @@
 namespace bam {
 namespace detail {
 
+// load_line loads an element of a line the caller holds (a reference
+// taken with acquire ordering) without allocating it in L1: lines are
+// read once per visit, and a line's bytes kept in L1 would take the room
+// of the kernel's own local memory (the values it keeps across a possible
+// call to the slow path). A weak load with the L1::no_allocate hint, not
+// ld.global.cg (a strong load on sm_70 and later): C3's span loop moved
+// 4-5 % more with it (bench/results/logs/c3-span-loads-*).
 template <typename T>
 __device__ __forceinline__ T load_line(const unsigned char *p) {
 	static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
 	              "bam::array<T>: sizeof(T) must be 1, 2, 4, 8 or 16 bytes");
 	T v;
 	if constexpr (sizeof(T) == 1) {
-		unsigned char b = __ldcg(p);
-		v = *reinterpret_cast<const T *>(&b);
+		unsigned short b;
+		asm volatile("ld.global.L1::no_allocate.u8 %0, [%1];" : "=h"(b) : "l"(p));
+		const unsigned char c = static_cast<unsigned char>(b);
+		v = *reinterpret_cast<const T *>(&c);
 	} else if constexpr (sizeof(T) == 2) {
-		unsigned short b = __ldcg(reinterpret_cast<const unsigned short *>(p));
+		unsigned short b;
+		asm volatile("ld.global.L1::no_allocate.u16 %0, [%1];" : "=h"(b) : "l"(p));
 		v = *reinterpret_cast<const T *>(&b);
 	} else if constexpr (sizeof(T) == 4) {
-		unsigned int b = __ldcg(reinterpret_cast<const unsigned int *>(p));
+		unsigned int b;
+		asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(b) : "l"(p));
 		v = *reinterpret_cast<const T *>(&b);
 	} else if constexpr (sizeof(T) == 8) {
-		unsigned long long b = __ldcg(reinterpret_cast<const unsigned long long *>(p));
+		unsigned long long b;
+		asm volatile("ld.global.L1::no_allocate.u64 %0, [%1];" : "=l"(b) : "l"(p));
 		v = *reinterpret_cast<const T *>(&b);
 	} else {
-		uint4 b = __ldcg(reinterpret_cast<const uint4 *>(p));
+		ulonglong2 b;
+		asm volatile("ld.global.L1::no_allocate.v2.u64 {%0, %1}, [%2];" : "=l"(b.x), "=l"(b.y) : "l"(p));
 		v = *reinterpret_cast<const T *>(&b);
 	}
 	return v;
