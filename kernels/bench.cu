@@ -803,13 +803,22 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_lookup_skewed(bam::array<u64> a, u64 
 // a chunk twice, and with an array larger than L2 every pass reads HBM
 // (gpubench.ArrayParams.ArrayBytes says how large). base() is the lane's
 // first element of the current pass; next() moves to the next pass.
+//
+// The sequential kernels count in 32 bits (seq_index), as a kernel over
+// fewer than 2^31 elements would (gpubench caps C3's array at 8 GiB): a
+// loop that may call the cache's slow path keeps its counters in local
+// memory around that call, and 64-bit counters there cost the span loop
+// 8 % (bench/results/logs/c3-span-loads-*). The plain kernel counts the
+// same way.
+typedef u32 seq_index;
+
 struct seq_passes {
-	u64 chunk, step, warps, elems;
-	__device__ __forceinline__ seq_passes(u64 n, u64 coarsen, u64 reps)
-		: chunk(bam::global_thread_id() >> 5), step(0), warps(n / (32 * coarsen)), elems(32 * coarsen) {
+	seq_index chunk, step, warps, elems;
+	__device__ __forceinline__ seq_passes(seq_index n, seq_index coarsen, seq_index reps)
+		: chunk(static_cast<seq_index>(bam::global_thread_id() >> 5)), step(0), warps(n / (32 * coarsen)), elems(32 * coarsen) {
 		if (reps > 0 && chunk < warps) step = warps / reps; // warps past the array stay past it
 	}
-	__device__ __forceinline__ u64 base() const { return chunk * elems + (threadIdx.x & 31u); }
+	__device__ __forceinline__ seq_index base() const { return chunk * elems + (threadIdx.x & 31u); }
 	__device__ __forceinline__ void next() {
 		chunk += step;
 		if (chunk >= warps) chunk -= warps;
@@ -818,15 +827,16 @@ struct seq_passes {
 
 // bam_bench_seq_ref: reps passes over a as seq_passes lays them out,
 // each lane holding its line in a bam::array_ref across its reads. Launch
-// n / coarsen threads (n a multiple of 32 * coarsen).
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 *out) {
+// n / coarsen threads (n a multiple of 32 * coarsen, below 2^31).
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n64, u64 coarsen64, u64 reps64, u64 *out) {
+	const seq_index n = static_cast<seq_index>(n64), coarsen = static_cast<seq_index>(coarsen64), reps = static_cast<seq_index>(reps64);
 	u64 s = 0;
 	seq_passes pass(n, coarsen, reps);
-	for (u64 r = 0; r < reps; r++, pass.next()) {
-		const u64 base = pass.base();
+	for (seq_index r = 0; r < reps; r++, pass.next()) {
+		const seq_index base = pass.base();
 		bam::array_ref<u64> ref(a);
-		for (u64 j = 0; j < coarsen; j++) {
-			const u64 i = base + 32 * j;
+		for (seq_index j = 0; j < coarsen; j++) {
+			const seq_index i = base + 32 * j;
 			if (i < n) s += ref[i];
 		}
 		ref.release();
@@ -837,18 +847,19 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_ref(bam::array<u64> a, u64 n, u64
 // bam_bench_seq_span is bam_bench_seq_ref reading through the spans of
 // the lines the array_ref holds (array_ref::span): one span per line, the
 // line's elements of the lane read with plain loads.
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_span(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 *out) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_span(bam::array<u64> a, u64 n64, u64 coarsen64, u64 reps64, u64 *out) {
+	const seq_index n = static_cast<seq_index>(n64), coarsen = static_cast<seq_index>(coarsen64), reps = static_cast<seq_index>(reps64);
 	u64 s = 0;
 	seq_passes pass(n, coarsen, reps);
-	for (u64 r = 0; r < reps; r++, pass.next()) {
-		const u64 base = pass.base();
+	for (seq_index r = 0; r < reps; r++, pass.next()) {
+		const seq_index base = pass.base();
 		bam::array_ref<u64> ref(a);
-		for (u64 j = 0; j < coarsen;) {
-			const u64 i = base + 32 * j;
+		for (seq_index j = 0; j < coarsen;) {
+			const seq_index i = base + 32 * j;
 			if (i >= n) break;
 			const bam::line_span<u64> sp = ref.span(i);
 			if (sp.end <= i) break;
-			u64 stop = j + (sp.end - i + 31) / 32;
+			seq_index stop = static_cast<seq_index>(j + (sp.end - i + 31) / 32);
 			if (stop > coarsen) stop = coarsen;
 			for (; j < stop; j++) s += sp[base + 32 * j];
 		}
@@ -860,31 +871,33 @@ BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_span(bam::array<u64> a, u64 n, u6
 // bam_bench_seq_array is bam_bench_seq_ref without array_ref: every read
 // acquires its line (coalesced, or per lane when coalesce == 0).
 template <bool Coalesce>
-__device__ __forceinline__ u64 seq_array(const bam::array<u64> &a, u64 n, u64 coarsen, u64 reps) {
+__device__ __forceinline__ u64 seq_array(const bam::array<u64> &a, seq_index n, seq_index coarsen, seq_index reps) {
 	u64 s = 0;
 	seq_passes pass(n, coarsen, reps);
-	for (u64 r = 0; r < reps; r++, pass.next()) {
-		const u64 base = pass.base();
-		for (u64 j = 0; j < coarsen; j++) {
-			const u64 i = base + 32 * j;
+	for (seq_index r = 0; r < reps; r++, pass.next()) {
+		const seq_index base = pass.base();
+		for (seq_index j = 0; j < coarsen; j++) {
+			const seq_index i = base + 32 * j;
 			if (i < n) s += read_array<Coalesce>(a, i);
 		}
 	}
 	return s;
 }
 
-BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_array(bam::array<u64> a, u64 n, u64 coarsen, u64 reps, u64 coalesce, u64 *out) {
+BAM_KERNEL void BAM_ARRAY_BOUNDS bam_bench_seq_array(bam::array<u64> a, u64 n64, u64 coarsen64, u64 reps64, u64 coalesce, u64 *out) {
+	const seq_index n = static_cast<seq_index>(n64), coarsen = static_cast<seq_index>(coarsen64), reps = static_cast<seq_index>(reps64);
 	add_sum(out, coalesce ? seq_array<true>(a, n, coarsen, reps) : seq_array<false>(a, n, coarsen, reps));
 }
 
 // bam_bench_seq_plain is bam_bench_seq_ref on a device array.
-BAM_KERNEL void bam_bench_seq_plain(const u64 *__restrict__ data, u64 n, u64 coarsen, u64 reps, u64 *out) {
+BAM_KERNEL void bam_bench_seq_plain(const u64 *__restrict__ data, u64 n64, u64 coarsen64, u64 reps64, u64 *out) {
+	const seq_index n = static_cast<seq_index>(n64), coarsen = static_cast<seq_index>(coarsen64), reps = static_cast<seq_index>(reps64);
 	u64 s = 0;
 	seq_passes pass(n, coarsen, reps);
-	for (u64 r = 0; r < reps; r++, pass.next()) {
-		const u64 base = pass.base();
-		for (u64 j = 0; j < coarsen; j++) {
-			const u64 i = base + 32 * j;
+	for (seq_index r = 0; r < reps; r++, pass.next()) {
+		const seq_index base = pass.base();
+		for (seq_index j = 0; j < coarsen; j++) {
+			const seq_index i = base + 32 * j;
 			if (i < n) s += data[i];
 		}
 	}

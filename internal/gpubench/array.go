@@ -27,6 +27,7 @@ type ArrayParams struct {
 	// chunks: 8 x 8448 warps x 8 KiB = 553 MB at coarsening 32 on an
 	// H200 (with 256 MiB the plain baseline read 5.4 TB/s at coarsening
 	// 32, past HBM's 4.8: warps one pass apart shared chunks through L2).
+	// At most 8 GiB: C3's kernels count elements in 32 bits.
 	ArrayBytes uint64
 	// Lookups is the number of random lookups per C2 run (default 64Mi).
 	Lookups int
@@ -50,8 +51,8 @@ func (p *ArrayParams) fill() error {
 	if p.ArrayBytes == 0 {
 		p.ArrayBytes = 1 << 30
 	}
-	if p.ArrayBytes&(p.ArrayBytes-1) != 0 || p.ArrayBytes < 64*uint64(p.LineSize) || p.ArrayBytes < 1<<20 {
-		return fmt.Errorf("gpubench: array of %d bytes: want a power of two, at least 1 MiB and 64 lines", p.ArrayBytes)
+	if p.ArrayBytes&(p.ArrayBytes-1) != 0 || p.ArrayBytes < 64*uint64(p.LineSize) || p.ArrayBytes < 1<<20 || p.ArrayBytes > maxSeqElems*8 {
+		return fmt.Errorf("gpubench: array of %d bytes: want a power of two, at least 1 MiB and 64 lines, at most 8 GiB", p.ArrayBytes)
 	}
 	if p.Lookups == 0 {
 		p.Lookups = 64 << 20

@@ -599,7 +599,7 @@ func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum
 	p.logf("C4 cold seq read: %d grid steps read ahead %.2f GB/s, none %.2f GB/s", seqAhead, ra/1e9, on/1e9)
 
 	// 2. Coalescing, all-hit: half the cache's worth of elements, warmed.
-	hot := p.CacheBytes / 2 / 8
+	hot := min(p.CacheBytes/2/8, maxSeqElems)
 	hotSum := parallelSum(hot, func(i uint64) uint64 { return kernels.Pattern64(patternSeedArr, i) })
 	seqCfg := threads(hot)
 	if _, err := a.sumRun(ctx, kSeqArray, seqCfg, hotSum, a.arr.Arg(), cuda.U64(hot), cuda.U64(1), cuda.U64(1), cuda.U64(1)); err != nil {

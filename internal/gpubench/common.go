@@ -49,6 +49,11 @@ const (
 	lbaSize        = 512 // namespaces use 512-byte LBAs so every line size fits
 	patternSeedQ   = 0x51
 	patternSeedArr = 0xa7
+
+	// maxSeqElems is the most elements the sequential kernels
+	// (bam_bench_seq_*) take: they count in 32 bits (kernels/bench.cu,
+	// seq_index).
+	maxSeqElems = 1 << 30
 )
 
 var (
