@@ -55,7 +55,7 @@ __device__ __forceinline__ void copy_from_host(unsigned char *to, const unsigned
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
 			const u64 c = base + static_cast<u64>(k) * lanes;
-			if (c < n) v[k] = ld_staged16(src + c);
+			if (c < n) v[k] = ld_host16(src + c);
 		}
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
@@ -83,8 +83,8 @@ __device__ __forceinline__ void copy_two_from_host(unsigned char *to0, const uns
 #pragma unroll
 		for (int k = 0; k < 8; k++) {
 			const u64 c = base + static_cast<u64>(k) * lanes;
-			if (c < n0) a[k] = ld_staged16(s0 + c);
-			if (c < n1) b[k] = ld_staged16(s1 + c);
+			if (c < n0) a[k] = ld_host16(s0 + c);
+			if (c < n1) b[k] = ld_host16(s1 + c);
 		}
 #pragma unroll
 		for (int k = 0; k < 8; k++) {

@@ -166,22 +166,6 @@ __device__ __forceinline__ uint4 ld_host16(const uint4 *p) {
 	return v;
 }
 
-// ld_staged16 reads 16 bytes of a staging slot whose data the caller has
-// acquired: it read the slot's completion entry and then took
-// fence_acquire_sys (or synchronised with a thread that did, as a fill
-// copier warp does through its ring). After that acquire a weak load must
-// return the host's data (PTX memory model), so unlike ld_host16 it need
-// not be a system-scope strong load, and the GPU keeps more of them in
-// flight; L1::no_allocate keeps the slot's bytes out of L1 for its next
-// use.
-__device__ __forceinline__ uint4 ld_staged16(const uint4 *p) {
-	uint4 v;
-	asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	             : "l"(p));
-	return v;
-}
-
 // fence_acquire_sys orders the loads before it (completion entries read
 // from host memory) before every access after it, at system scope.
 __device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
