@@ -45,7 +45,7 @@ namespace detail {
 // copy_from_host copies the share of lane `rank` of `lanes` lanes of a
 // staging slot (host memory written by the Target) into device memory:
 // 16-byte chunks rank, rank+lanes, ..., up to eight loads in flight per
-// lane, stores at L2 (the line's readers load with .cg).
+// lane, stores at L2 (the line's readers never load it into L1).
 __device__ __forceinline__ void copy_from_host(unsigned char *to, const unsigned char *from, u64 bytes, u32 rank, u32 lanes) {
 	const uint4 *src = reinterpret_cast<const uint4 *>(from);
 	uint4 *dst = reinterpret_cast<uint4 *>(to);
