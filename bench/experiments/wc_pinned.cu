@@ -101,7 +101,7 @@ __global__ void copy_slots(const uint4 *ring, u64 slots, uint4 *dst, u32 per, u6
 	atomicAdd(sum, a);
 }
 
-static const int grid_slots = 4224, block_slots = 128;  // 33 warps... per SM on 132 SMs
+static const int grid_slots = 4224, block_slots = 128;  // 16896 warps, twice what 132 SMs keep resident
 
 struct Buf {
 	const char *name;
