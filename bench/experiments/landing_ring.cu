@@ -1,0 +1,282 @@
+// landing_ring asks whether a fill route in which the copy engines carry
+// every byte could beat GPU loads of pinned memory, which stop at about
+// 0.93 of the copy engines' rate (zero_copy_tma.cu, wc_pinned.cu,
+// huge_pinned.cu) and hold the bounce route's Q2 and C1 at 0.90. The
+// staging mirror (internal/gpuengine/mirror.go) lost because its copies
+// are runs of one queue's consecutive slots, at most half a queue (512
+// KiB), and copy engines need copies of megabytes (pcie_paths.cu: 43.5
+// GB/s at 512 KiB, 53.5 at 4 MiB). Here the host side does not keep a
+// command's slot: each 4 KiB item lands in the next free slot of one ring
+// shared by every host thread, the ring is sealed into chunks of C bytes
+// in order, each sealed chunk goes to device memory with one copy, and a
+// stream write then tells the GPU (a flag in device memory) that the chunk
+// is there. GPU warps take the items in ring order, wait for their
+// chunk's flag, copy the item from the device ring into a destination
+// buffer (device to device) and, the chunk's last item done, give the
+// chunk back to the host (a word in pinned memory).
+//
+// The host threads model the Target: each item is a 4 KiB copy from a 1
+// GiB source buffer (a memory namespace) at a pseudo-random block, 4 GiB
+// a pass, every block four times. The GPU sums every word it copies; the
+// pass is checked against the source. No queues, no commands: this is the
+// data path's upper bound, to compare with the copy engine's own rate and
+// the GPU loads' 51.3 GB/s measured in the same run.
+//
+// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -o lr landing_ring.cu -lcuda
+// && ./lr [-call2]. Results: bench/results/logs/landing-ring-*.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                                  \
+	do {                                                                                       \
+		cudaError_t e = (x);                                                                   \
+		if (e != cudaSuccess) {                                                                \
+			printf("ERR %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e));                 \
+			exit(1);                                                                           \
+		}                                                                                      \
+	} while (0)
+#define CU(x)                                                                                  \
+	do {                                                                                       \
+		CUresult r = (x);                                                                      \
+		if (r != CUDA_SUCCESS) {                                                               \
+			const char *s = "";                                                                \
+			cuGetErrorString(r, &s);                                                           \
+			printf("ERR %s at %d: %s\n", #x, __LINE__, s);                                     \
+			exit(1);                                                                           \
+		}                                                                                      \
+	} while (0)
+typedef unsigned long long u64;
+typedef unsigned int u32;
+using clk = std::chrono::steady_clock;
+static double secs(clk::time_point a, clk::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+constexpr u64 item = 4096;
+
+__device__ __forceinline__ u64 now_ns() {
+	u64 t;
+	asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+	return t;
+}
+
+// consume: warps take items in ring order; each waits for its chunk's flag
+// (device memory, written by the copy's stream), copies the item from the
+// device ring into dst, sums its words, and the chunk's last consumer gives
+// the chunk back to the host (free, pinned). Waits are bounded: a wait past
+// 5 s sets *err and the kernel ends.
+__global__ void consume(const uint4 *ring, u64 ring_items, u32 per_chunk, u64 items, const volatile u32 *flag, u32 *consumed,
+                        volatile u32 *free_gen, uint4 *dst, u64 dst_items, u64 *next, u64 *sum, u32 *err) {
+	const u32 lane = threadIdx.x & 31;
+	const u64 nchunks = ring_items / per_chunk;
+	u64 acc = 0;
+	for (;;) {
+		u64 s = 0;
+		if (lane == 0) s = atomicAdd(next, 1ull);
+		s = __shfl_sync(~0u, s, 0);
+		if (s >= items) break;
+		const u64 c = s / per_chunk, rc = c % nchunks;
+		const u32 gen = static_cast<u32>(c / nchunks) + 1;
+		if (lane == 0) {
+			const u64 deadline = now_ns() + 5000000000ull;
+			while (flag[rc] < gen) {
+				if (*(volatile u32 *)err != 0 || now_ns() > deadline) {
+					atomicExch(err, 1u);
+					break;
+				}
+				__nanosleep(200);
+			}
+		}
+		__syncwarp();
+		if (*(volatile u32 *)err != 0) break;
+		__threadfence();
+		const uint4 *src = ring + (s % ring_items) * (item / 16);
+		uint4 *out = dst + (s % dst_items) * (item / 16);
+		uint4 v[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) v[j] = src[lane + 32 * j];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			out[lane + 32 * j] = v[j];
+			acc += (static_cast<u64>(v[j].y) << 32 | v[j].x) + (static_cast<u64>(v[j].w) << 32 | v[j].z);
+		}
+		__syncwarp();
+		if (lane == 0) {
+			__threadfence();
+			if (atomicAdd(&consumed[rc], 1u) + 1 == per_chunk) {
+				consumed[rc] = 0;
+				__threadfence_system();
+				free_gen[rc] = gen;  // the host may refill the chunk
+			}
+		}
+	}
+	atomicAdd(sum, acc);
+}
+
+struct Pass {
+	u64 ring_bytes, chunk_bytes;
+	int producers, streams;
+	u32 batch;  // items a host thread takes (and slots it reserves) at once
+	bool copy;  // false: the host threads only reserve and seal (no 4 KiB copies)
+};
+
+int main(int argc, char **argv) {
+	const u64 src_bytes = 1ull << 30, src_blocks = src_bytes / item;
+	const u64 pass_bytes = 4ull << 30, items = pass_bytes / item;
+	CU(cuInit(0));
+	CK(cudaSetDevice(0));
+	CK(cudaFree(0));
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	printf("device %s, %d SMs, %u host threads\n", prop.name, prop.multiProcessorCount, std::thread::hardware_concurrency());
+
+	u64 *src = (u64 *)aligned_alloc(4096, src_bytes);
+	for (u64 i = 0; i < src_bytes / 8; i++) src[i] = i * 0x9e3779b97f4a7c15ull + 17;
+	std::vector<u64> block_sum(src_blocks);
+	u64 want = 0;
+	for (u64 b = 0; b < src_blocks; b++) {
+		u64 a = 0;
+		for (u64 k = 0; k < item / 8; k++) a += src[b * item / 8 + k];
+		block_sum[b] = a;
+		want += 4 * a;  // items visit every block four times
+	}
+
+	const u64 max_ring = 256ull << 20;
+	char *landing;
+	CK(cudaHostAlloc((void **)&landing, max_ring, cudaHostAllocPortable | cudaHostAllocMapped));
+	char *dring, *dst;
+	CK(cudaMalloc(&dring, max_ring));
+	const u64 dst_bytes = 1ull << 30;
+	CK(cudaMalloc(&dst, dst_bytes));
+	const u64 max_chunks = 1024;
+	u32 *dflag, *dconsumed, *derr;
+	u64 *dnext, *dsum;
+	CK(cudaMalloc(&dflag, max_chunks * 4));
+	CK(cudaMalloc(&dconsumed, max_chunks * 4));
+	CK(cudaMalloc(&derr, 4));
+	CK(cudaMalloc(&dnext, 8));
+	CK(cudaMalloc(&dsum, 8));
+	u32 *free_gen;
+	CK(cudaHostAlloc((void **)&free_gen, max_chunks * 4, cudaHostAllocPortable | cudaHostAllocMapped));
+	u32 *dfree_gen;
+	CK(cudaHostGetDevicePointer((void **)&dfree_gen, free_gen, 0));
+
+	cudaStream_t ks;
+	CK(cudaStreamCreateWithFlags(&ks, cudaStreamNonBlocking));
+	// The copy engines' own rate, same run.
+	{
+		cudaEvent_t a, b;
+		CK(cudaEventCreate(&a));
+		CK(cudaEventCreate(&b));
+		for (u64 piece : {128ull << 20, 16ull << 20, 8ull << 20, 4ull << 20, 1ull << 20}) {
+			std::vector<float> r;
+			for (int k = 0; k < 5; k++) {
+				CK(cudaEventRecord(a, ks));
+				for (u64 off = 0; off < max_ring; off += piece) CK(cudaMemcpyAsync(dring + off, landing + off, piece, cudaMemcpyHostToDevice, ks));
+				CK(cudaEventRecord(b, ks));
+				CK(cudaEventSynchronize(b));
+				float ms;
+				CK(cudaEventElapsedTime(&ms, a, b));
+				r.push_back(max_ring / (ms * 1e6));
+			}
+			std::sort(r.begin(), r.end());
+			printf("copy engine, %4llu KiB pieces: %.2f GB/s (%.2f-%.2f)\n", piece >> 10, r[2], r[0], r[4]);
+		}
+	}
+
+	const int grid = prop.multiProcessorCount * 8, block = 256;
+	// Call 1 of the log ran the first eight; call 2 the rest, and the
+	// copy-engine rates for 8 and 16 MiB pieces.
+	std::vector<Pass> passes = {
+	    {64ull << 20, 4ull << 20, 15, 4, 1, true},    {64ull << 20, 4ull << 20, 15, 4, 1, false},
+	    {64ull << 20, 4ull << 20, 15, 4, 16, true},   {64ull << 20, 4ull << 20, 15, 4, 16, false},
+	    {64ull << 20, 2ull << 20, 15, 4, 16, true},   {32ull << 20, 2ull << 20, 15, 4, 16, true},
+	    {128ull << 20, 4ull << 20, 15, 4, 16, true},  {64ull << 20, 4ull << 20, 15, 4, 64, true},
+	    {128ull << 20, 8ull << 20, 15, 4, 16, true},  {256ull << 20, 16ull << 20, 15, 4, 16, true},
+	    {256ull << 20, 16ull << 20, 15, 4, 64, true}, {256ull << 20, 16ull << 20, 15, 4, 64, false},
+	    {256ull << 20, 8ull << 20, 15, 8, 64, true},  {256ull << 20, 32ull << 20, 15, 4, 64, true},
+	};
+	if (argc > 1 && strcmp(argv[1], "-call2") == 0) passes.erase(passes.begin(), passes.begin() + 8);
+	for (int rep = 0; rep < 2; rep++) {
+		for (const Pass &p : passes) {
+			const u64 ring_items = p.ring_bytes / item;
+			const u32 per_chunk = static_cast<u32>(p.chunk_bytes / item);
+			const u64 nchunks = p.ring_bytes / p.chunk_bytes;
+			CK(cudaMemset(dflag, 0, max_chunks * 4));
+			CK(cudaMemset(dconsumed, 0, max_chunks * 4));
+			CK(cudaMemset(derr, 0, 4));
+			CK(cudaMemset(dnext, 0, 8));
+			CK(cudaMemset(dsum, 0, 8));
+			memset(free_gen, 0, max_chunks * 4);
+			std::vector<cudaStream_t> cs(p.streams);
+			for (auto &s : cs) CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+			std::vector<std::mutex> locks(p.streams);
+			std::vector<std::atomic<u32>> filled(nchunks);
+			for (auto &f : filled) f = 0;
+			std::atomic<u64> next_item{0}, next_slot{0};
+			std::atomic<bool> fail{false};
+			CK(cudaDeviceSynchronize());
+
+			const auto t0 = clk::now();
+			consume<<<grid, block, 0, ks>>>((const uint4 *)dring, ring_items, per_chunk, items, dflag, dconsumed, dfree_gen, (uint4 *)dst,
+			                                dst_bytes / item, dnext, dsum, derr);
+			CK(cudaGetLastError());
+			std::vector<std::thread> ts;
+			for (int t = 0; t < p.producers; t++) {
+				ts.emplace_back([&] {
+					const u32 n = p.batch;  // divides per_chunk: a batch never straddles chunks
+					for (;;) {
+						const u64 i = next_item.fetch_add(n);
+						if (i >= items) return;
+						const u64 s = next_slot.fetch_add(n);
+						const u64 c = s / per_chunk, rc = c % nchunks;
+						const u32 gen = static_cast<u32>(c / nchunks);  // the GPU gave back generation gen-1
+						const auto w0 = clk::now();
+						while (__atomic_load_n(&free_gen[rc], __ATOMIC_ACQUIRE) < gen) {
+							if (fail.load() || secs(w0, clk::now()) > 5) {
+								fail = true;
+								return;
+							}
+						}
+						for (u32 k = 0; k < n; k++) {
+							const u64 b = ((i + k) * 7919) % src_blocks;
+							if (p.copy) memcpy(landing + ((s + k) % ring_items) * item, (const char *)src + b * item, item);
+						}
+						if (filled[rc].fetch_add(n, std::memory_order_acq_rel) + n == per_chunk) {
+							filled[rc].store(0, std::memory_order_relaxed);
+							const int k = static_cast<int>(c % p.streams);
+							std::lock_guard<std::mutex> g(locks[k]);
+							CU(cuMemcpyHtoDAsync((CUdeviceptr)(dring + rc * p.chunk_bytes), landing + rc * p.chunk_bytes, p.chunk_bytes,
+							                     (CUstream)cs[k]));
+							CU(cuStreamWriteValue32((CUstream)cs[k], (CUdeviceptr)(dflag + rc), gen + 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+						}
+					}
+				});
+			}
+			for (auto &t : ts) t.join();
+			const double host_done = secs(t0, clk::now());
+			CK(cudaStreamSynchronize(ks));
+			const double el = secs(t0, clk::now());
+			u64 got;
+			u32 err;
+			CK(cudaMemcpy(&got, dsum, 8, cudaMemcpyDeviceToHost));
+			CK(cudaMemcpy(&err, derr, 4, cudaMemcpyDeviceToHost));
+			printf("ring %4llu MiB, chunk %5llu KiB, %2d host threads, %d streams, batch %2u%s: %6.2f GB/s (4 GiB in %.1f ms, host done at %.1f) %s\n",
+			       p.ring_bytes >> 20, p.chunk_bytes >> 10, p.producers, p.streams, p.batch, p.copy ? "" : ", no host copies",
+			       pass_bytes / el / 1e9, el * 1e3, host_done * 1e3,
+			       fail || err ? "FAILED (a wait expired)" : !p.copy ? "(sum not checked)" : got == want ? "sum ok" : "SUM WRONG");
+			fflush(stdout);
+			for (auto &s : cs) CK(cudaStreamDestroy(s));
+			if (fail || err) return 1;
+		}
+	}
+	return 0;
+}
