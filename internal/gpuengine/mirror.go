@@ -57,6 +57,18 @@ const (
 //     its bytes, and queue depth bounds a run to half a queue's slots.
 // It stays as an option for hosts whose GPU loads of pinned memory are
 // much slower than their copy engines.
+//
+// What a copy-engine route could gain here, measured without queues
+// (bench/experiments/landing_ring.cu, logs/landing-ring-H200-20261126.txt):
+// host threads putting 4 KiB items into one ring shared by all of them, in
+// batches, sealed into 4-8 MiB chunks, each copied with one copy and
+// announced by a stream write, moved 51.1-52.6 GB/s with the host's copies
+// (0.92-0.95 of the copy ceiling, against 51.3 for GPU loads) and 54.4
+// without them. Such a route places a Read's data where the Target
+// chooses, not where its PRP says, and must learn when the GPU has read a
+// chunk before reusing it; the per-queue runs above cannot reach chunks of
+// that size. Neither write-combined memory nor 2 MiB host pages moves the
+// loads' cap (wc_pinned.cu, huge_pinned.cu).
 
 // mirrorStreams are the copy streams of the staging mirror, one per Target
 // worker up to maxMirrorStreams.
