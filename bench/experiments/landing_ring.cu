@@ -23,7 +23,7 @@
 // the GPU loads' 51.3 GB/s measured in the same run.
 //
 // Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -o lr landing_ring.cu -lcuda
-// && ./lr [-call2]. Results: bench/results/logs/landing-ring-*.
+// && ./lr [-call2 | -noise]. Results: bench/results/logs/landing-ring-*.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -121,6 +121,45 @@ __global__ void consume(const uint4 *ring, u64 ring_items, u32 per_chunk, u64 it
 	atomicAdd(sum, acc);
 }
 
+// noise makes the GPU's own host-memory traffic of an I/O kernel beside
+// the copies, for -noise: kind bit 1, one lane of each of 64 warps polling
+// a line of pinned memory of its own (as CQ harvesters do); bit 2, warps
+// writing a 64-byte entry into pinned memory and a 4-byte doorbell with a
+// system-scope release (as submitters do); bit 4, lanes issuing system-scope
+// fences (as harvesters' acquires do). It runs for dur ns and counts its operations into *ops.
+__global__ void noise(u32 kind, u64 dur, u32 *host, u32 pause_ns, u64 *ops) {
+	const u64 end = now_ns() + dur;
+	const u32 lane = threadIdx.x & 31;
+	const u64 w = (blockIdx.x * (u64)blockDim.x + threadIdx.x) / 32;
+	u64 n = 0, x = 0;
+	while (now_ns() < end) {
+		if ((kind & 1) && w < 64 && lane == 0) {
+			const uint4 *cq = reinterpret_cast<const uint4 *>(host + w * 32);
+			uint4 v;
+			asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(cq) : "memory");
+			x += v.x;
+			n++;
+		}
+		if (kind & 2) {
+			uint4 *sqe = reinterpret_cast<uint4 *>(host + 4096 + (w % 1024) * 16);
+			if (lane < 4) {
+				asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(sqe + lane), "r"(lane), "r"((u32)n), "r"(0u), "r"(0u) : "memory");
+			}
+			__syncwarp();
+			if (lane == 0) {
+				asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(host + 2048 + (w % 64) * 32), "r"((u32)n) : "memory");
+				n++;
+			}
+		}
+		if ((kind & 4) && lane == 0) {
+			__threadfence_system();
+			n++;
+		}
+		__nanosleep(pause_ns);
+	}
+	if (lane == 0) atomicAdd(ops, n + (x & 1));
+}
+
 struct Pass {
 	u64 ring_bytes, chunk_bytes;
 	int producers, streams;
@@ -192,7 +231,7 @@ int main(int argc, char **argv) {
 		}
 	}
 
-	const int grid = prop.multiProcessorCount * 8, block = 256;
+	const int grid = prop.multiProcessorCount * (argc > 1 && strcmp(argv[1], "-noise") == 0 ? 4 : 8), block = 256;
 	// Call 1 of the log ran the first eight; call 2 the rest, and the
 	// copy-engine rates for 8 and 16 MiB pieces.
 	std::vector<Pass> passes = {
@@ -205,7 +244,28 @@ int main(int argc, char **argv) {
 	    {256ull << 20, 8ull << 20, 15, 8, 64, true},  {256ull << 20, 32ull << 20, 15, 4, 64, true},
 	};
 	if (argc > 1 && strcmp(argv[1], "-call2") == 0) passes.erase(passes.begin(), passes.begin() + 8);
+	// -noise: one shape, without and with host copies, beside each kind of
+	// noise (call 3 of the log).
+	struct Noise {
+		u32 kind, pause;
+	};
+	std::vector<Noise> noises = {{0, 0}};
+	const bool with_noise = argc > 1 && strcmp(argv[1], "-noise") == 0;
+	if (with_noise) {
+		passes = {{64ull << 20, 4ull << 20, 15, 4, 16, false}, {64ull << 20, 4ull << 20, 15, 4, 16, true}};
+		noises = {{0, 0}, {1, 500}, {2, 10000}, {2, 1000}, {4, 10000}, {4, 1000}, {7, 1000}};
+	}
+	u32 *noise_host;
+	CK(cudaHostAlloc((void **)&noise_host, 1 << 20, cudaHostAllocPortable | cudaHostAllocMapped));
+	memset(noise_host, 0, 1 << 20);
+	u32 *dnoise_host;
+	CK(cudaHostGetDevicePointer((void **)&dnoise_host, noise_host, 0));
+	u64 *dops;
+	CK(cudaMalloc(&dops, 8));
+	cudaStream_t nstream;
+	CK(cudaStreamCreateWithFlags(&nstream, cudaStreamNonBlocking));
 	for (int rep = 0; rep < 2; rep++) {
+		for (const Noise &nz : noises)
 		for (const Pass &p : passes) {
 			const u64 ring_items = p.ring_bytes / item;
 			const u32 per_chunk = static_cast<u32>(p.chunk_bytes / item);
@@ -225,6 +285,12 @@ int main(int argc, char **argv) {
 			std::atomic<bool> fail{false};
 			CK(cudaDeviceSynchronize());
 
+			CK(cudaMemset(dops, 0, 8));
+			CK(cudaDeviceSynchronize());
+			if (nz.kind != 0) {
+				noise<<<prop.multiProcessorCount, 128, 0, nstream>>>(nz.kind, 150000000ull, dnoise_host, nz.pause, dops);
+				CK(cudaGetLastError());
+			}
 			const auto t0 = clk::now();
 			consume<<<grid, block, 0, ks>>>((const uint4 *)dring, ring_items, per_chunk, items, dflag, dconsumed, dfree_gen, (uint4 *)dst,
 			                                dst_bytes / item, dnext, dsum, derr);
@@ -265,6 +331,10 @@ int main(int argc, char **argv) {
 			const double host_done = secs(t0, clk::now());
 			CK(cudaStreamSynchronize(ks));
 			const double el = secs(t0, clk::now());
+			CK(cudaStreamSynchronize(nstream));
+			u64 ops = 0;
+			CK(cudaMemcpy(&ops, dops, 8, cudaMemcpyDeviceToHost));
+			if (nz.kind != 0) printf("noise %u (pause %5u ns, %6.1f M ops/s) beside: ", nz.kind, nz.pause, ops / 0.15 / 1e6);
 			u64 got;
 			u32 err;
 			CK(cudaMemcpy(&got, dsum, 8, cudaMemcpyDeviceToHost));
