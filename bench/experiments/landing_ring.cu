@@ -19,8 +19,11 @@
 // GiB source buffer (a memory namespace) at a pseudo-random block, 4 GiB
 // a pass, every block four times. The GPU sums every word it copies; the
 // pass is checked against the source. No queues, no commands: this is the
-// data path's upper bound, to compare with the copy engine's own rate and
-// the GPU loads' 51.3 GB/s measured in the same run.
+// data path's upper bound, to compare with the copy engines' own rate
+// (measured in the same run, by piece size) and with GPU loads' 51.3 GB/s
+// (measured by huge_pinned.cu and wc_pinned.cu). A host thread reserves
+// `batch` consecutive slots at a time; one item at a time costs three
+// contended atomics an item.
 //
 // Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -o lr landing_ring.cu -lcuda
 // && ./lr [-call2 | -noise]. Results: bench/results/logs/landing-ring-*.
