@@ -25,8 +25,9 @@
 // `batch` consecutive slots at a time; one item at a time costs three
 // contended atomics an item.
 //
-// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -o lr landing_ring.cu -lcuda
-// && ./lr [-call2 | -noise]. Results: bench/results/logs/landing-ring-*.
+// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -I ../../kernels/include -o lr
+// landing_ring.cu -lcuda && ./lr [-call2 | -noise].
+// Results: bench/results/logs/landing-ring-*.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -40,14 +41,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                  \
-	do {                                                                                       \
-		cudaError_t e = (x);                                                                   \
-		if (e != cudaSuccess) {                                                                \
-			printf("ERR %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e));                 \
-			exit(1);                                                                           \
-		}                                                                                      \
-	} while (0)
+#include "pinned_reads.cuh"  // CK, u64, u32
+
 #define CU(x)                                                                                  \
 	do {                                                                                       \
 		CUresult r = (x);                                                                      \
@@ -58,8 +53,6 @@
 			exit(1);                                                                           \
 		}                                                                                      \
 	} while (0)
-typedef unsigned long long u64;
-typedef unsigned int u32;
 using clk = std::chrono::steady_clock;
 static double secs(clk::time_point a, clk::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 

@@ -23,138 +23,22 @@
 // Every GPU pass is checked against the host's sum; the buffer is then
 // rewritten by the host and checked again (no stale lines).
 //
-// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -o wc wc_pinned.cu -lpthread
-// && ./wc. Results: bench/results/logs/wc-pinned-*.
-#include <algorithm>
+// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -I ../../kernels/include -o wc
+// wc_pinned.cu && ./wc (kernels and helpers in pinned_reads.cuh).
+// Results: bench/results/logs/wc-pinned-*.
 #include <atomic>
 #include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <thread>
-#include <vector>
-#include <cuda_runtime.h>
 
-#define CK(x)                                                                              \
-	do {                                                                                   \
-		cudaError_t e = (x);                                                               \
-		if (e != cudaSuccess) {                                                            \
-			printf("ERR %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e));             \
-			exit(1);                                                                       \
-		}                                                                                  \
-	} while (0)
-typedef unsigned long long u64;
-typedef unsigned int u32;
+#include "pinned_reads.cuh"
+
 using clk = std::chrono::steady_clock;
 static double secs(clk::time_point a, clk::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-__device__ __forceinline__ uint4 ld_host16(const uint4 *p) {
-	uint4 v;
-	asm volatile("ld.relaxed.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	             : "l"(p)
-	             : "memory");
-	return v;
-}
-
-__device__ __forceinline__ u64 mix(u64 x) {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
-}
-
-// lanes_sum: every 16 bytes of src read once, summed as 64-bit words.
-__global__ void lanes_sum(const ulonglong2 *src, u64 n16, u64 *sum) {
-	const u64 stride = (u64)gridDim.x * blockDim.x;
-	u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-	u64 a = 0;
-	for (; i + 3 * stride < n16; i += 4 * stride) {
-		ulonglong2 v0 = src[i], v1 = src[i + stride], v2 = src[i + 2 * stride], v3 = src[i + 3 * stride];
-		a += v0.x + v0.y + v1.x + v1.y + v2.x + v2.y + v3.x + v3.y;
-	}
-	for (; i < n16; i += stride) a += src[i].x + src[i].y;
-	atomicAdd(sum, a);
-}
-
-// copy_slots: warp w copies `per` pseudo-random 4 KiB slots of ring into
-// its own 4 KiB of dst and adds the slot's first word of each lane's
-// 16 bytes to sum (so the pass can be checked).
-__global__ void copy_slots(const uint4 *ring, u64 slots, uint4 *dst, u32 per, u64 *sum) {
-	const u32 lane = threadIdx.x & 31;
-	const u64 w = (blockIdx.x * (u64)blockDim.x + threadIdx.x) / 32;
-	uint4 *out = dst + w * 256;
-	u64 a = 0;
-	for (u32 k = 0; k < per; k++) {
-		const uint4 *src = ring + (mix(w * per + k) % slots) * 256;
-		uint4 v[8];
-#pragma unroll
-		for (int j = 0; j < 8; j++) v[j] = ld_host16(src + lane + 32 * j);
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			out[lane + 32 * j] = v[j];
-			a += v[j].x;
-		}
-	}
-	atomicAdd(sum, a);
-}
-
-static const int grid_slots = 4224, block_slots = 128;  // 16896 warps, twice what 132 SMs keep resident
 
 struct Buf {
 	const char *name;
 	char *p = nullptr;
 	unsigned flags;
 };
-
-static void fill(char *p, size_t n, u64 seed, int threads) {
-	std::vector<std::thread> ts;
-	const size_t words = n / 8, per = (words + threads - 1) / threads;
-	for (int t = 0; t < threads; t++) {
-		ts.emplace_back([=] {
-			std::vector<u64> tmp(512);
-			for (size_t i = t * per; i < std::min(words, (t + 1) * per); i += 512) {
-				const size_t m = std::min<size_t>(512, std::min(words, (t + 1) * per) - i);
-				for (size_t j = 0; j < m; j++) tmp[j] = (i + j) * 0x9e3779b97f4a7c15ull + seed;
-				memcpy(p + i * 8, tmp.data(), m * 8);
-			}
-		});
-	}
-	for (auto &t : ts) t.join();
-}
-
-static u64 expect_sum(size_t n, u64 seed) {
-	u64 s = 0;
-	for (size_t i = 0; i < n / 8; i++) s += i * 0x9e3779b97f4a7c15ull + seed;
-	return s;
-}
-
-// Sum the first u32 of every 16 bytes of the slots copy_slots picks.
-static u64 expect_slots(size_t slots, u32 per, u64 warps, u64 seed) {
-	std::vector<u64> slot_sum(slots);
-	for (size_t s = 0; s < slots; s++) {
-		u64 a = 0;
-		for (size_t q = 0; q < 256; q++) {
-			const size_t word = s * 512 + q * 2;  // 8-byte word index of the 16-byte unit
-			const u64 v = word * 0x9e3779b97f4a7c15ull + seed;
-			a += (u32)v;
-		}
-		slot_sum[s] = a;
-	}
-	auto mixh = [](u64 x) {
-		x ^= x >> 33;
-		x *= 0xff51afd7ed558ccdull;
-		x ^= x >> 33;
-		x *= 0xc4ceb9fe1a85ec53ull;
-		return x ^ (x >> 33);
-	};
-	u64 s = 0;
-	for (u64 w = 0; w < warps; w++)
-		for (u32 k = 0; k < per; k++) s += slot_sum[mixh(w * per + k) % slots];
-	return s;
-}
 
 static double host_copy(char *dst, const char *src, size_t n, int threads, int reps) {
 	const size_t chunk = 4096, chunks = n / chunk;
