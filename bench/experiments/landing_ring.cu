@@ -25,9 +25,14 @@
 // `batch` consecutive slots at a time; one item at a time costs three
 // contended atomics an item.
 //
+// -noise2 asks what kernels beside the copies cost them: the engine's way
+// of waiting (every thread polling device-memory words, with try-locks and
+// sleeps), and GPU loads of pinned memory (the bounce route's reads).
+//
 // Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -I ../../kernels/include -o lr
-// landing_ring.cu -lcuda && ./lr [-call2 | -noise].
-// Results: bench/results/logs/landing-ring-*.
+// landing_ring.cu -lcuda && ./lr [-call2 | -noise | -noise2].
+// Results: bench/results/logs/landing-ring-*, and for -noise2
+// logs/landing-route-H200-20261126.txt.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -123,12 +128,46 @@ __global__ void consume(const uint4 *ring, u64 ring_items, u32 per_chunk, u64 it
 // writing a 64-byte entry into pinned memory and a 4-byte doorbell with a
 // system-scope release (as submitters do); bit 4, lanes issuing system-scope
 // fences (as harvesters' acquires do). It runs for dur ns and counts its operations into *ops.
-__global__ void noise(u32 kind, u64 dur, u32 *host, u32 pause_ns, u64 *ops) {
+// Kinds added for -noise2: bit 8, every thread waits as the engine's
+// waiters do (its own word and one of 64 shared lock words in device
+// memory, a try-lock by compare-and-swap when the lock is free, a sleep
+// doubling from 32 to 2048 ns); bit 16, warps copy 4 KiB items out of a 1
+// GiB pinned buffer with 16-byte loads (the bounce route's reads), pausing
+// pause_ns after each.
+__global__ void noise(u32 kind, u64 dur, u32 *host, u32 pause_ns, u64 *ops, unsigned long long *dwords, const uint4 *bulk, u64 bulk_items,
+                      uint4 *sink) {
 	const u64 end = now_ns() + dur;
 	const u32 lane = threadIdx.x & 31;
-	const u64 w = (blockIdx.x * (u64)blockDim.x + threadIdx.x) / 32;
+	const u64 tid = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+	const u64 w = tid / 32;
 	u64 n = 0, x = 0;
+	u32 sleep = 32;
 	while (now_ns() < end) {
+		if (kind & 8) {
+			unsigned long long own, hot;
+			asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(own) : "l"(dwords + 64 + tid) : "memory");
+			asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(hot) : "l"(dwords + (w % 64) * 16) : "memory");
+			if (hot == 0 && atomicCAS(dwords + (w % 64) * 16, 0ull, 1ull) == 0ull) atomicExch(dwords + (w % 64) * 16, 0ull);
+			x += own;
+			n++;
+			__nanosleep(sleep);
+			sleep = sleep < 2048 ? sleep * 2 : 32;
+			continue;
+		}
+		if (kind & 16) {
+			const u64 it = (w * 7919 + n * 104729) % bulk_items;
+			const uint4 *src = bulk + it * 256;
+			uint4 v[8];
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				asm volatile("ld.relaxed.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w) : "l"(src + lane + 32 * j) : "memory");
+			uint4 *out = sink + (w % 4096) * 256;
+#pragma unroll
+			for (int j = 0; j < 8; j++) out[lane + 32 * j] = v[j];
+			if (lane == 0) n++;
+			if (pause_ns) __nanosleep(pause_ns);
+			continue;
+		}
 		if ((kind & 1) && w < 64 && lane == 0) {
 			const uint4 *cq = reinterpret_cast<const uint4 *>(host + w * 32);
 			uint4 v;
@@ -247,6 +286,11 @@ int main(int argc, char **argv) {
 	};
 	std::vector<Noise> noises = {{0, 0}};
 	const bool with_noise = argc > 1 && strcmp(argv[1], "-noise") == 0;
+	const bool noise2 = argc > 1 && strcmp(argv[1], "-noise2") == 0;
+	if (noise2) {
+		passes = {{64ull << 20, 4ull << 20, 15, 4, 16, true}};
+		noises = {{0, 0}, {8, 0}, {16, 0}, {16, 20000}, {16, 80000}, {0, 0}};
+	}
 	if (with_noise) {
 		passes = {{64ull << 20, 4ull << 20, 15, 4, 16, false}, {64ull << 20, 4ull << 20, 15, 4, 16, true}};
 		noises = {{0, 0}, {1, 500}, {2, 10000}, {2, 1000}, {4, 10000}, {4, 1000}, {7, 1000}};
@@ -258,6 +302,17 @@ int main(int argc, char **argv) {
 	CK(cudaHostGetDevicePointer((void **)&dnoise_host, noise_host, 0));
 	u64 *dops;
 	CK(cudaMalloc(&dops, 8));
+	unsigned long long *ddwords = nullptr;
+	uint4 *bulk = nullptr, *dbulk = nullptr, *sink = nullptr;
+	const u64 bulk_bytes = noise2 ? 1ull << 30 : 0;
+	if (noise2) {
+		CK(cudaMalloc(&ddwords, (64 + (1 << 20)) * 8));
+		CK(cudaMemset(ddwords, 0, (64 + (1 << 20)) * 8));
+		CK(cudaHostAlloc((void **)&bulk, bulk_bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+		memset(bulk, 1, bulk_bytes);
+		CK(cudaHostGetDevicePointer((void **)&dbulk, bulk, 0));
+		CK(cudaMalloc(&sink, 4096ull * 4096));
+	}
 	cudaStream_t nstream;
 	CK(cudaStreamCreateWithFlags(&nstream, cudaStreamNonBlocking));
 	for (int rep = 0; rep < 2; rep++) {
@@ -284,7 +339,8 @@ int main(int argc, char **argv) {
 			CK(cudaMemset(dops, 0, 8));
 			CK(cudaDeviceSynchronize());
 			if (nz.kind != 0) {
-				noise<<<prop.multiProcessorCount, 128, 0, nstream>>>(nz.kind, 150000000ull, dnoise_host, nz.pause, dops);
+				const int nb = prop.multiProcessorCount * ((nz.kind & 8) ? 4 : (nz.kind & 16) ? 2 : 1);
+				noise<<<nb, 128, 0, nstream>>>(nz.kind, 150000000ull, dnoise_host, nz.pause, dops, ddwords, dbulk, bulk_bytes / 4096, sink);
 				CK(cudaGetLastError());
 			}
 			const auto t0 = clk::now();
@@ -330,7 +386,11 @@ int main(int argc, char **argv) {
 			CK(cudaStreamSynchronize(nstream));
 			u64 ops = 0;
 			CK(cudaMemcpy(&ops, dops, 8, cudaMemcpyDeviceToHost));
-			if (nz.kind != 0) printf("noise %u (pause %5u ns, %6.1f M ops/s) beside: ", nz.kind, nz.pause, ops / 0.15 / 1e6);
+			if (nz.kind & 16) {
+				printf("noise %u (pause %5u ns, GPU loads of pinned memory %5.1f GB/s over its 150 ms) beside: ", nz.kind, nz.pause, ops * 4096.0 / 0.15 / 1e9);
+			} else if (nz.kind != 0) {
+				printf("noise %u (pause %5u ns, %6.1f M ops/s) beside: ", nz.kind, nz.pause, ops / 0.15 / 1e6);
+			}
 			u64 got;
 			u32 err;
 			CK(cudaMemcpy(&got, dsum, 8, cudaMemcpyDeviceToHost));
