@@ -68,7 +68,13 @@ const (
 // chooses, not where its PRP says, and must learn when the GPU has read a
 // chunk before reusing it; the per-queue runs above cannot reach chunks of
 // that size. Neither write-combined memory nor 2 MiB host pages moves the
-// loads' cap (wc_pinned.cu, huge_pinned.cu).
+// loads' cap (wc_pinned.cu, huge_pinned.cu). Built into the engine
+// (bench/experiments/landing_route.patch, not applied), such a route moved
+// 21-36 GB/s in Q2 against 48-50 for the staging route: beside the I/O
+// kernel its copies, like this mirror's (60-85 us of GPU time for 130 KiB,
+// mirror_copy_timing.patch), ran at 2-20 GB/s, and GPU loads of pinned
+// memory beside copies take the link from them (landing_ring.cu -noise2:
+// 4 GB/s of copies beside 43 of loads). logs/landing-route-H200-20261126.txt.
 
 // mirrorStreams are the copy streams of the staging mirror, one per Target
 // worker up to maxMirrorStreams.
