@@ -27,10 +27,12 @@
 //
 // -noise2 asks what kernels beside the copies cost them: the engine's way
 // of waiting (every thread polling device-memory words, with try-locks and
-// sleeps), and GPU loads of pinned memory (the bounce route's reads).
+// sleeps), and GPU loads of pinned memory (the bounce route's reads);
+// -noise2 -poll and -poll2, polls of CQ-like lines read as the engine's
+// harvest reads them and in one access.
 //
 // Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -I ../../kernels/include -o lr
-// landing_ring.cu -lcuda && ./lr [-call2 | -noise | -noise2].
+// landing_ring.cu -lcuda && ./lr [-call2 | -noise | -noise2 [-poll | -poll2]].
 // Results: bench/results/logs/landing-ring-*, and for -noise2
 // logs/landing-route-H200-20261126.txt.
 #include <algorithm>
@@ -133,7 +135,11 @@ __global__ void consume(const uint4 *ring, u64 ring_items, u32 per_chunk, u64 it
 // memory, a try-lock by compare-and-swap when the lock is free, a sleep
 // doubling from 32 to 2048 ns); bit 16, warps copy 4 KiB items out of a 1
 // GiB pinned buffer with 16-byte loads (the bounce route's reads), pausing
-// pause_ns after each.
+// pause_ns after each; bit 32, one lane of each of 64 warps reading four
+// consecutive 16-byte entries of a line of pinned memory of its own, one
+// load each (as a CQ harvest's window does); bit 64, lanes 0-3 of each of
+// 64 warps reading the same four entries with one load instruction (one
+// 64-byte access).
 __global__ void noise(u32 kind, u64 dur, u32 *host, u32 pause_ns, u64 *ops, unsigned long long *dwords, const uint4 *bulk, u64 bulk_items,
                       uint4 *sink) {
 	const u64 end = now_ns() + dur;
@@ -152,6 +158,29 @@ __global__ void noise(u32 kind, u64 dur, u32 *host, u32 pause_ns, u64 *ops, unsi
 			n++;
 			__nanosleep(sleep);
 			sleep = sleep < 2048 ? sleep * 2 : 32;
+			continue;
+		}
+		if ((kind & 32) && w < 64 && lane == 0) {
+			const uint4 *cq = reinterpret_cast<const uint4 *>(host + w * 32);
+			uint4 v[4];
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w) : "l"(cq + k) : "memory");
+			x += v[0].x + v[1].x + v[2].x + v[3].x;
+			n++;
+			if (pause_ns) __nanosleep(pause_ns);
+			continue;
+		}
+		if ((kind & 64) && w < 64) {
+			if (lane < 4) {
+				const uint4 *cq = reinterpret_cast<const uint4 *>(host + w * 32);
+				uint4 v;
+				asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(cq + lane) : "memory");
+				x += v.x;
+			}
+			__syncwarp();
+			if (lane == 0) n++;
+			if (pause_ns) __nanosleep(pause_ns);
 			continue;
 		}
 		if (kind & 16) {
@@ -290,6 +319,8 @@ int main(int argc, char **argv) {
 	if (noise2) {
 		passes = {{64ull << 20, 4ull << 20, 15, 4, 16, true}};
 		noises = {{0, 0}, {8, 0}, {16, 0}, {16, 20000}, {16, 80000}, {0, 0}};
+		if (argc > 2 && strcmp(argv[2], "-poll") == 0) noises = {{0, 0}, {1, 0}, {32, 0}, {2, 0}, {4, 0}, {34, 0}, {38, 0}, {0, 0}};
+		if (argc > 2 && strcmp(argv[2], "-poll2") == 0) noises = {{0, 0}, {64, 0}, {32, 0}, {32, 2000}, {32, 10000}, {64, 0}, {0, 0}};
 	}
 	if (with_noise) {
 		passes = {{64ull << 20, 4ull << 20, 15, 4, 16, false}, {64ull << 20, 4ull << 20, 15, 4, 16, true}};

@@ -74,7 +74,10 @@ const (
 // kernel its copies, like this mirror's (60-85 us of GPU time for 130 KiB,
 // mirror_copy_timing.patch), ran at 2-20 GB/s, and GPU loads of pinned
 // memory beside copies take the link from them (landing_ring.cu -noise2:
-// 4 GB/s of copies beside 43 of loads). logs/landing-route-H200-20261126.txt.
+// 4 GB/s of copies beside 43 of loads), and so does the CQ harvest's
+// window, four loads of one line by one thread (copies near 30 GB/s; one
+// 64-byte access by four lanes costs them 2-4 %).
+// logs/landing-route-H200-20261126.txt.
 
 // mirrorStreams are the copy streams of the staging mirror, one per Target
 // worker up to maxMirrorStreams.
