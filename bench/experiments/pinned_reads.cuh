@@ -1,4 +1,5 @@
-// pinned_reads.cuh: what wc_pinned.cu and huge_pinned.cu share: the GPU
+// pinned_reads.cuh: what wc_pinned.cu and huge_pinned.cu share (and
+// landing_ring.cu and poll_vs_loads.cu take their checks and loads from): the GPU
 // loads of pinned host memory they time (a lanes reduction; warps copying
 // pseudo-random 4 KiB slots with the fill route's own loads), the host's
 // fill of a buffer with a pattern, and the sums a checked pass must give.

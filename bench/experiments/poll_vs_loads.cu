@@ -10,37 +10,17 @@
 // (the harvest), or four lanes reading the line in one access. The reader
 // checks a sum of what it read against the host's.
 //
-// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -o pvl poll_vs_loads.cu && ./pvl
+// The reader uses the fill route's loads (bam::detail::ld_host16), the
+// pollers the harvest's (bam::detail::ld_cqe).
+//
+// Standalone: nvcc -O3 -std=c++17 -arch=sm_90 -I ../../kernels/include -o pvl
+// poll_vs_loads.cu && ./pvl
 // Results: bench/results/logs/landing-route-H200-20261126.txt.
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
+#include "pinned_reads.cuh"
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
+using bam::detail::ld_cqe;
 
-#define CK(x)                                                                           \
-	do {                                                                                \
-		cudaError_t e_ = (x);                                                           \
-		if (e_ != cudaSuccess) {                                                        \
-			fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-			exit(1);                                                                    \
-		}                                                                               \
-	} while (0)
-
-__device__ __forceinline__ uint4 ld16(const uint4 *p) {
-	uint4 v;
-	asm volatile("ld.relaxed.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-	return v;
-}
-
-__device__ __forceinline__ uint4 ldv16(const uint4 *p) {
-	uint4 v;
-	asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-	return v;
-}
+__device__ __forceinline__ uint4 ldv16(const uint4 *p) { return ld_cqe(reinterpret_cast<const u32 *>(p)); }
 
 // read copies items (4 KiB each) chosen by a stride walk of the source into
 // dst, summing every word; *next hands out items to warps.
@@ -56,7 +36,7 @@ __global__ void read(const uint4 *src, u64 src_items, uint4 *dst, u64 dst_items,
 		uint4 *to = dst + (s % dst_items) * 256;
 		uint4 v[8];
 #pragma unroll
-		for (int j = 0; j < 8; j++) v[j] = ld16(from + lane + 32 * j);
+		for (int j = 0; j < 8; j++) v[j] = ld_host16(from + lane + 32 * j);
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
 			to[lane + 32 * j] = v[j];
