@@ -76,7 +76,7 @@ const (
 // memory beside copies take the link from them (landing_ring.cu -noise2:
 // 4 GB/s of copies beside 43 of loads), and so does the CQ harvest's
 // window, four loads of one line by one thread (copies near 30 GB/s; one
-// 64-byte access by four lanes costs them 2-4 %).
+// 64-byte access by four lanes costs them 2-5 %).
 // logs/landing-route-H200-20261126.txt.
 
 // mirrorStreams are the copy streams of the staging mirror, one per Target
