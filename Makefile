@@ -35,26 +35,34 @@ fmt: ## format the Go sources
 # nothing: it packs this machine's binaries for a GPU host with no Go
 # toolchain, where `make gpu-test` (or scripts/gpu-test.sh) runs them.
 NVCCFLAGS   ?= -ptx -arch=compute_80 -lineinfo -std=c++17
+# The second set, loaded on compute capability 9.0 and later, reads
+# completion windows with sm_90 bulk copies (bam/detail/sync.cuh), which
+# need PTX ISA 8.0: nvcc 11.8 writes 7.8, so its version line is raised
+# (every 7.x construct means the same under 8.0).
+NVCCFLAGS90 ?= -ptx -arch=compute_90 -lineinfo -std=c++17 -DBAM_PTX_ISA_80
 KERNEL_SRCS := $(sort $(wildcard kernels/*.cu))
 GPU_PKGS    := $(sort $(patsubst %/,%,$(dir $(shell find . -name gpu_test.go -not -path './.*' 2>/dev/null))))
 
-kernels: ## compile kernels/*.cu to kernels/ptx/*.ptx with nvcc and refresh kernels/ptx/MANIFEST
+kernels: ## compile kernels/*.cu to kernels/ptx/*.ptx and kernels/ptx/sm_90/*.ptx with nvcc and refresh kernels/ptx/MANIFEST
 	@command -v $(NVCC) >/dev/null || { echo "kernels: $(NVCC) not found (bash ../shared/tools/install-nvcc.sh)"; exit 1; }
 	@v=$$($(NVCC) --version | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\).*/\1 \2/p'); set -- $$v; \
 	  if [ "$${1:-0}" -lt 11 ] || { [ "$$1" -eq 11 ] && [ "$$2" -lt 8 ]; }; then echo "kernels: need nvcc >= 11.8, have $$1.$$2"; exit 1; fi
-	@mkdir -p kernels/ptx
-	@rm -f kernels/ptx/*.ptx
+	@mkdir -p kernels/ptx/sm_90
+	@rm -f kernels/ptx/*.ptx kernels/ptx/sm_90/*.ptx
 	@set -e; for src in $(KERNEL_SRCS); do \
 	  out=kernels/ptx/$$(basename $$src .cu).ptx; echo "  NVCC $$src -> $$out"; \
 	  $(NVCC) $(NVCCFLAGS) -Ikernels/include -o $$out $$src; \
 	  sed -i 's|"$(CURDIR)/kernels/|"kernels/|' $$out; \
+	  out=kernels/ptx/sm_90/$$(basename $$src .cu).ptx; echo "  NVCC $$src -> $$out"; \
+	  $(NVCC) $(NVCCFLAGS90) -Ikernels/include -o $$out $$src; \
+	  sed -i 's|"$(CURDIR)/kernels/|"kernels/|; s|^\.version 7\.[0-9]*$$|.version 8.0|' $$out; \
 	done
 	@deps=$$(for src in $(KERNEL_SRCS); do $(NVCC) -M -std=c++17 -Ikernels/include $$src; done \
 	  | tr -d '\\' | tr ' ' '\n' | grep '^kernels/include/' | sed 's|^kernels/||' | LC_ALL=C sort -u); \
 	cd kernels && { \
 	  echo "# SHA-256 of every source, included header and PTX file of the last make kernels;"; \
-	  echo "# checked by TestManifestCurrent. $$($(NVCC) --version | tail -1); flags: $(NVCCFLAGS)"; \
-	  sha256sum $$(ls *.cu) $$deps $$(ls ptx/*.ptx); \
+	  echo "# checked by TestManifestCurrent. $$($(NVCC) --version | tail -1); flags: $(NVCCFLAGS); sm_90/: $(NVCCFLAGS90)"; \
+	  sha256sum $$(ls *.cu) $$deps $$(ls ptx/*.ptx ptx/sm_90/*.ptx); \
 	} > ptx/MANIFEST
 	@echo "  wrote kernels/ptx/MANIFEST"
 

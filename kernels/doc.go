@@ -5,8 +5,10 @@
 // detail/); each *.cu file at this level is one kernel family; ptx/ holds
 // the PTX that `make kernels` generates from them with nvcc
 // (-ptx -arch=compute_80 -lineinfo, nvcc 11.8: PTX ISA 7.8, which every
-// driver from 520 on JIT-compiles for A100, H100 and H200), and
-// ptx/MANIFEST the SHA-256 of every source, header and PTX file of that run.
+// driver from 520 on JIT-compiles for A100, H100 and H200), ptx/sm_90/ the
+// same sources built for compute_90 (PTX ISA 8.0, drivers from 525 on),
+// loaded on H100 and H200 (PTXFor), and ptx/MANIFEST the SHA-256 of every
+// source, header and PTX file of that run.
 //
 // Invariants: the committed PTX is generated, never edited; the manifest
 // matches the embedded sources and PTX (TestManifestCurrent fails otherwise:

@@ -12,7 +12,7 @@ import (
 // The PTX of every family, the manifest, the device headers and the sources
 // travel inside the binary: users need only the NVIDIA driver.
 var (
-	//go:embed ptx/*.ptx ptx/MANIFEST
+	//go:embed ptx/*.ptx ptx/sm_90/*.ptx ptx/MANIFEST
 	ptxFS embed.FS
 	//go:embed include
 	includeFS embed.FS
@@ -45,6 +45,26 @@ func PTX(family string) ([]byte, error) {
 	b, err := ptxFS.ReadFile("ptx/" + family + ".ptx")
 	if err != nil {
 		return nil, fmt.Errorf("kernels: no PTX for family %q (have %s): %w", family, strings.Join(Families(), ", "), err)
+	}
+	return b, nil
+}
+
+// PTXFor returns the PTX of a kernel family built for a device of compute
+// capability major.x: on 9.0 and later (H100, H200) the sm_90 build, whose
+// queues read windows of completion entries with one bulk copy each
+// (bam/detail/sync.cuh, BAM_BULK_CQ_READS), else the compute_80 build that
+// PTX returns. Both builds come from the same sources and do the same
+// work; only how the queues read host memory differs.
+func PTXFor(family string, major int) ([]byte, error) {
+	if major < 9 {
+		return PTX(family)
+	}
+	if err := checkFamily(family); err != nil {
+		return nil, err
+	}
+	b, err := ptxFS.ReadFile("ptx/sm_90/" + family + ".ptx")
+	if err != nil {
+		return nil, fmt.Errorf("kernels: no sm_90 PTX for family %q: %w", family, err)
 	}
 	return b, nil
 }

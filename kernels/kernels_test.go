@@ -145,6 +145,47 @@ func TestPTXExportsKernels(t *testing.T) {
 	}
 }
 
+// TestPTXForBuilds checks that every family has an sm_90 build exporting
+// the kernels of its compute_80 build, and that PTXFor picks by compute
+// capability.
+func TestPTXForBuilds(t *testing.T) {
+	for _, fam := range Families() {
+		base, err := PTXFor(fam, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := PTX(fam); !bytes.Equal(base, want) {
+			t.Errorf("%s: PTXFor(8) is not the compute_80 build", fam)
+		}
+		sm90, err := PTXFor(fam, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(sm90, []byte("\n.target sm_90\n")) || !bytes.Contains(sm90, []byte("\n.version 8.")) {
+			t.Errorf("%s: the sm_90 build does not say .target sm_90 and .version 8.x", fam)
+		}
+		if got, want := entries(sm90), entries(base); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: the sm_90 build exports %v, the compute_80 build %v", fam, got, want)
+		}
+	}
+	if _, err := PTXFor("nope", 9); err == nil {
+		t.Error("PTXFor(nope, 9) returned no error")
+	}
+}
+
+// entries lists the kernels a PTX text exports, sorted.
+func entries(ptx []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(ptx), "\n") {
+		if name, ok := strings.CutPrefix(line, ".visible .entry "); ok {
+			name, _, _ = strings.Cut(name, "(")
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func TestPTXRejectsBadNames(t *testing.T) {
 	for _, name := range []string{"", "nope", "../kernels", "basic.ptx", "ptx/basic"} {
 		if _, err := PTX(name); err == nil {

@@ -209,6 +209,98 @@ struct backoff {
 	}
 };
 
+// BAM_BULK_CQ_READS is 1 where ld_cq_window reads a window of completion
+// entries with one bulk copy (the sm_90 build of the kernels, PTX ISA 8.0:
+// nvcc 12 and later, or nvcc 11.8 with BAM_PTX_ISA_80 defined and the
+// PTX's version raised by make kernels), else 0. A build may define it to
+// 0 to keep the four loads.
+#ifndef BAM_BULK_CQ_READS
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    ((defined(__CUDACC_VER_MAJOR__) && __CUDACC_VER_MAJOR__ >= 12) || defined(BAM_PTX_ISA_80))
+#define BAM_BULK_CQ_READS 1
+#else
+#define BAM_BULK_CQ_READS 0
+#endif
+#endif
+
+#if BAM_BULK_CQ_READS
+// cq_window_slot is where one warp's bulk copies of completion entries
+// land: the entries, the copy's transaction barrier, and a claim word (a
+// thread of another diverged part of the warp may be reading a window of
+// another queue at the same time; it then reads entry by entry).
+struct __align__(16) cq_window_slot {
+	uint4 e[4];
+	unsigned long long bar;
+	u32 claim;
+	u32 pad;
+};
+
+// cq_window_claimed is the claim word's value while a thread uses the
+// slot. Shared memory starts with whatever an earlier block left, so a free
+// slot is any other value, not 0: a slot whose word happens to hold this
+// value only sends its warp to the four loads.
+constexpr u32 cq_window_claimed = 0x5b3ac11du;
+
+// cq_window_slots are the slots of a block's warps (at most 32 warps).
+__device__ __forceinline__ cq_window_slot *cq_window_slots() {
+	__shared__ cq_window_slot slots[32];
+	return slots;
+}
+#endif
+
+// ld_cq_window reads the four 16-byte completion entries at p (16-byte
+// aligned, consecutive in the ring) into e. Under load, four loads of one
+// line from one thread are served one after the other (about 14 us against
+// 5 us for the four in one request with 2 MiB of other reads of host memory
+// in flight, H200, bench/experiments/cq_poll_inflight.cu); where the build
+// has it (BAM_BULK_CQ_READS), the window comes in one bulk copy of 64
+// bytes into the warp's slot in shared memory. Each entry is a snapshot of
+// its 16 bytes either way. Like ld_cqe, the reads are not ordered before
+// later loads: the caller fences (fence_acquire_sys) once it has seen an
+// entry posted.
+__device__ __forceinline__ void ld_cq_window(const u32 *p, uint4 e[4]) {
+#if BAM_BULK_CQ_READS
+	const u32 tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+	cq_window_slot *s = cq_window_slots() + (tid >> 5);
+	if (atomicExch(&s->claim, cq_window_claimed) != cq_window_claimed) {
+		const u32 bar = static_cast<u32>(__cvta_generic_to_shared(&s->bar));
+		const u32 dst = static_cast<u32>(__cvta_generic_to_shared(&s->e[0]));
+		// A fresh barrier each time (one arrival, the copy's 64 bytes),
+		// made visible to the copy unit, which must also not overtake the
+		// last holder's reads of the slot (fence.proxy.async).
+		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 64;" ::"r"(bar) : "memory");
+		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 64, [%2];" ::"r"(dst),
+		             "l"(p), "r"(bar)
+		             : "memory");
+		// Bounded like every wait; the copy of 64 bytes takes microseconds.
+		// Past the bound the slot stays claimed (the copy may still land
+		// in it) and this read falls back to the loads.
+		const u64 deadline = globaltimer() + 1000000000ull;
+		u32 done = 0;
+		for (u32 i = 0;; i++) {
+			asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+			             : "=r"(done)
+			             : "r"(bar)
+			             : "memory");
+			if (done || ((i & 63) == 63 && globaltimer() > deadline)) break;
+		}
+		if (done) {
+#pragma unroll
+			for (int k = 0; k < 4; k++) e[k] = s->e[k];
+			asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+			// The entries are in registers before the slot is handed on.
+			__threadfence_block();
+			atomicExch(&s->claim, 0u);
+			return;
+		}
+	}
+#endif
+#pragma unroll
+	for (int k = 0; k < 4; k++) e[k] = ld_cqe(p + 4 * k);
+}
+
 }  // namespace detail
 }  // namespace bam
 
