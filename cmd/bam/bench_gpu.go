@@ -50,6 +50,7 @@ type gpuFlags struct {
 	mirror  *int
 	mstream *int
 	linked  *bool
+	port    *bool
 }
 
 func addGPUFlags(fs *flag.FlagSet) gpuFlags {
@@ -65,12 +66,13 @@ func addGPUFlags(fs *flag.FlagSet) gpuFlags {
 		mirror:  fs.Int("mirror-run-kib", 0, "KiB the Target joins into one copy into a staging mirror (0: the engine's default)"),
 		mstream: fs.Int("mirror-streams", 0, "streams copying into staging mirrors (0: the engine's default)"),
 		linked:  fs.Bool("linked-jit", false, "JIT each kernel module function by function through the driver's linker (for comparison only: linked so, the scatter pass deadlocked under load)"),
+		port:    fs.Bool("portable-ptx", false, "load the compute_80 kernels on every GPU (by default H100 and H200 get the sm_90 build, whose queues read completion windows with bulk copies)"),
 	}
 }
 
 func (g gpuFlags) config(e *env) gpubench.Config {
 	c := gpubench.Config{Device: *g.device, Runs: *g.runs, Warmup: *g.warmup, Timeout: *g.timeout, CopierWarps: *g.copiers, MirrorRun: *g.mirror << 10, MirrorStreams: *g.mstream,
-		LinkedJIT: *g.linked}
+		LinkedJIT: *g.linked, PortablePTX: *g.port}
 	if *g.warmup == 0 {
 		c.Warmup = -1
 	}

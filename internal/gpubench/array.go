@@ -94,7 +94,7 @@ func RunArray(ctx context.Context, p ArrayParams) ([]*bench.Result, error) {
 	a, err := newARig(gpuengine.Config{
 		Device: p.Device, LineSize: p.LineSize, CacheBytes: 2 * p.ArrayBytes, Ways: 8, QueuePairs: 16, QueueDepth: 256,
 		Timeout: p.Timeout, FillCopierWarps: p.CopierWarps, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
-		LinkedJIT: p.LinkedJIT,
+		LinkedJIT: p.LinkedJIT, PortablePTX: p.PortablePTX,
 	}, ns, n, sum, patternSeedArr)
 	if err != nil {
 		return nil, err
@@ -236,6 +236,7 @@ func RunArray(ctx context.Context, p ArrayParams) ([]*bench.Result, error) {
 		r.Params["runs"] = p.Runs
 		r.Params["warmup_runs"] = p.Warmup
 		r.Params["jit"] = jitName(p.LinkedJIT)
+		r.Params["kernel_build"] = a.e.KernelBuild()
 		r.Params["statistic"] = "median"
 		r.Params["misses_during_timed_runs"] = misses
 		r.Params["elapsed_s"] = time.Since(t0).Seconds()

@@ -327,7 +327,7 @@ func (p *CacheParams) engineConfig(line int) gpuengine.Config {
 		Device: p.Device, LineSize: line, CacheBytes: p.CacheBytes, Ways: 8, QueuePairs: p.Queues,
 		QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
 		ReadAheadQueuePairs: p.ReadAheadQueues, StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams,
-		LinkedJIT: p.LinkedJIT,
+		LinkedJIT: p.LinkedJIT, PortablePTX: p.PortablePTX,
 	}
 }
 
@@ -364,6 +364,7 @@ func RunCache(ctx context.Context, p CacheParams) ([]*bench.Result, error) {
 		depths[kib(line)] = a.e.Config().QueueDepth
 		if c1 == nil {
 			c1 = bench.NewResult("C1", a.deviceName())
+			c1.Params["kernel_build"] = a.e.KernelBuild()
 			c1.Params["mirror_run_bytes"] = a.e.Config().MirrorRun
 			c1.Params["staging_mirror"] = "allocated (gpuengine Config.StagingMirror) but used only by the figures suffixed _mirror"
 
@@ -555,6 +556,7 @@ func runC4(ctx context.Context, p *CacheParams, ns *nvme.MemoryNamespace, n, sum
 		}
 	}()
 	res := bench.NewResult("C4", a.deviceName())
+	res.Params["kernel_build"] = a.e.KernelBuild()
 	res.Params["line_size"] = 4096
 	res.Params["cache_bytes"] = p.CacheBytes
 	res.Params["array_bytes"] = n * 8

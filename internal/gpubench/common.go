@@ -81,6 +81,8 @@ type Config struct {
 	MirrorStreams int
 	// LinkedJIT is gpuengine.Config.LinkedJIT.
 	LinkedJIT bool
+	// PortablePTX is gpuengine.Config.PortablePTX.
+	PortablePTX bool
 }
 
 // jitName is how results name the JIT's mode (Config.LinkedJIT).

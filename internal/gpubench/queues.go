@@ -194,7 +194,7 @@ func newQRig(p *QueuesParams, ns *nvme.MemoryNamespace, lineSize, queues int) (*
 	r, err := newRig(gpuengine.Config{
 		Device: p.Device, LineSize: lineSize, CacheBytes: uint64(lineSize) * 64, Ways: 8,
 		QueuePairs: queues, QueueDepth: p.Depth, Timeout: p.Timeout, TargetWorkers: p.Workers, FillCopierWarps: p.CopierWarps,
-		StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams, LinkedJIT: p.LinkedJIT,
+		StagingMirror: true, MirrorRun: p.MirrorRun, MirrorStreams: p.MirrorStreams, LinkedJIT: p.LinkedJIT, PortablePTX: p.PortablePTX,
 		// The queue benchmarks drive the queue pairs alone: no read-ahead
 		// pairs for the Target to serve beside them.
 		ReadAheadQueuePairs: -1,
@@ -400,6 +400,7 @@ func RunQueues(ctx context.Context, p QueuesParams) ([]*bench.Result, error) {
 		r.Params["gomaxprocs"] = runtime.GOMAXPROCS(0)
 		r.Params["runs"] = p.Runs
 		r.Params["jit"] = jitName(p.LinkedJIT)
+		r.Params["kernel_build"] = main.e.KernelBuild()
 		r.Params["warmup_runs"] = p.Warmup
 		r.Params["statistic"] = "median"
 		r.Params["device_ordinal"] = p.Device

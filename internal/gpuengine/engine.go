@@ -121,6 +121,11 @@ type Config struct {
 	// registers, but a warp may leave the calls diverged, and the scatter
 	// pass deadlocked under load (cuda.Context.LinkPTX says more).
 	LinkedJIT bool
+	// PortablePTX loads the compute_80 build of the kernels on every GPU.
+	// By default a GPU of compute capability 9.0 or later gets the sm_90
+	// build (kernels.PTXFor), whose queues read each window of completion
+	// entries with one bulk copy instead of four loads. For comparisons.
+	PortablePTX bool
 	// Faults, when set, is consulted by the Target for every command (tests).
 	Faults nvme.FaultHook
 	// Logger receives engine events. Default: discard.
@@ -414,6 +419,7 @@ type Engine struct {
 	fns      map[string]*cuda.Function
 	resident map[*cuda.Function]uint32 // blocks of passBlock threads the device keeps resident (passGrid)
 	sms      int                       // multiprocessors (passGrid)
+	ccMajor  int                       // compute capability, major (familyPTX)
 	arrays   map[*Array]struct{}
 	// freed, set by a Close that returned with commands still running in
 	// their namespaces, is closed once the engine has been freed after
@@ -525,7 +531,10 @@ func (e *Engine) init() error {
 		return fmt.Errorf("gpuengine: %w", err)
 	}
 	e.sms = max(sms, 1)
-	ptx, err := kernels.PTX(kernels.FamilyArray)
+	if e.ccMajor, err = e.ctx.Device().Attribute(cuda.AttrComputeCapabilityMajor); err != nil {
+		return fmt.Errorf("gpuengine: %w", err)
+	}
+	ptx, err := e.familyPTX(kernels.FamilyArray)
 	if err != nil {
 		return err
 	}
@@ -754,11 +763,29 @@ func (e *Engine) Sets() uint64 { return e.caches[0].sets }
 // engine's own) into the engine's context. Each call loads a new copy,
 // which the caller owns and unloads.
 func (e *Engine) Module(family string) (*cuda.Module, error) {
-	ptx, err := kernels.PTX(family)
+	ptx, err := e.familyPTX(family)
 	if err != nil {
 		return nil, err
 	}
 	return e.loadPTX(ptx)
+}
+
+// familyPTX is the build of a kernel family for this engine's GPU
+// (Config.PortablePTX).
+func (e *Engine) familyPTX(family string) ([]byte, error) {
+	if e.cfg.PortablePTX {
+		return kernels.PTX(family)
+	}
+	return kernels.PTXFor(family, e.ccMajor)
+}
+
+// KernelBuild names the build of the kernels the engine loads: "sm_90"
+// or "compute_80" (Config.PortablePTX).
+func (e *Engine) KernelBuild() string {
+	if !e.cfg.PortablePTX && e.ccMajor >= 9 {
+		return "sm_90"
+	}
+	return "compute_80"
 }
 
 // loadPTX loads a module the way Config.LinkedJIT says.

@@ -71,11 +71,15 @@ func Device(t testing.TB) *cuda.Context {
 	return ctx
 }
 
-// Module loads an embedded kernel family into ctx, unloaded when the test
-// ends.
+// Module loads an embedded kernel family into ctx, built for its device
+// (kernels.PTXFor), unloaded when the test ends.
 func Module(t testing.TB, ctx *cuda.Context, family string) *cuda.Module {
 	t.Helper()
-	ptx, err := kernels.PTX(family)
+	major, err := ctx.Device().Attribute(cuda.AttrComputeCapabilityMajor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx, err := kernels.PTXFor(family, major)
 	if err != nil {
 		t.Fatal(err)
 	}
