@@ -8,8 +8,9 @@
 // bytes by one bulk copy into shared memory (cp.async.bulk, sm_90), and
 // four entries of one line by ld.relaxed.sys, by ld.global.cv and by
 // cp.async.cg (16 bytes each, sm_80). A host thread keeps rewriting the
-// first entry of each poller's line, and the last three modes count the
-// polls that saw it change (a poll served from a stale copy would not).
+// first entry of each poller's line, and the bulk copy and the last three
+// modes count the polls that saw it change (a poll served from a stale
+// copy would not).
 // The first 200 of each poller's 2200 polls are not timed (the reader is
 // launched after the pollers). The reader's rate is its bytes over its
 // whole run, ramp included: a rough figure.
@@ -102,10 +103,11 @@ __global__ void poller(const uint4 *cq, int mode, int polls, u64 *ns) {
 			while (!done) asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }" : "=r"(done) : "r"(ba), "r"(phase) : "memory");
 			phase ^= 1;
 			acc += sbuf[wib * 4].w + sbuf[wib * 4 + 3].w;
+			seen = sbuf[wib * 4].w;
 #endif
 		}
 		if (k >= 200) tot += gt() - t0;
-		if (mode >= 4 && mode <= 6) { if (seen != last) changes++; last = seen; }
+		if (mode >= 3 && mode <= 6) { if (seen != last) changes++; last = seen; }
 		__nanosleep(500);
 	}
 	atomicAdd(ns, tot + (acc == 7 ? 1 : 0));
