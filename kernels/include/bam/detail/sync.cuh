@@ -224,27 +224,35 @@ struct backoff {
 #endif
 
 #if BAM_BULK_CQ_READS
-// cq_window_slot is where one warp's bulk copies of completion entries
-// land: the entries, the copy's transaction barrier, and a claim word (a
-// thread of another diverged part of the warp may be reading a window of
-// another queue at the same time; it then reads entry by entry).
+// cq_window_slot is where a thread's bulk copies of completion entries
+// land: the entries, the copies' transaction barrier, and the slot's state
+// word: the block's token (bits 63-2), the parity of the barrier's next
+// phase (bit 1) and busy (bit 0).
 struct __align__(16) cq_window_slot {
 	uint4 e[4];
 	unsigned long long bar;
-	u32 claim;
-	u32 pad;
+	unsigned long long state;
 };
 
-// cq_window_claimed is the claim word's value while a thread uses the
-// slot. Shared memory starts with whatever an earlier block left, so a free
-// slot is any other value, not 0: a slot whose word happens to hold this
-// value only sends its warp to the four loads.
-constexpr u32 cq_window_claimed = 0x5b3ac11du;
-
-// cq_window_slots are the slots of a block's warps (at most 32 warps).
+// cq_window_slots are a block's 32 slots. Thread (warp w, lane l) uses
+// slot (l + w) mod 32, so no two lanes of a warp share one, and threads of
+// different warps hand a slot on through its state word. (A handover
+// within a warp, with no __syncwarp possible between diverged lanes, is
+// what compute-sanitizer's racecheck cannot follow; one between warps it
+// follows.)
 __device__ __forceinline__ cq_window_slot *cq_window_slots() {
 	__shared__ cq_window_slot slots[32];
 	return slots;
+}
+
+// cq_window_token names this block of this launch (%gridid is unique per
+// launch): shared memory starts with whatever an earlier block left, so a
+// slot whose state word does not carry the token has no barrier yet.
+__device__ __forceinline__ unsigned long long cq_window_token() {
+	unsigned long long grid;
+	asm("mov.u64 %0, %%gridid;" : "=l"(grid));
+	const u64 block = blockIdx.x + static_cast<u64>(gridDim.x) * (blockIdx.y + static_cast<u64>(gridDim.y) * blockIdx.z);
+	return mix64(grid * 0x9e3779b97f4a7c15ull + block) << 2;
 }
 #endif
 
@@ -254,45 +262,57 @@ __device__ __forceinline__ cq_window_slot *cq_window_slots() {
 // 5 us for the four in one request with 2 MiB of other reads of host memory
 // in flight, H200, bench/experiments/cq_poll_inflight.cu); where the build
 // has it (BAM_BULK_CQ_READS), the window comes in one bulk copy of 64
-// bytes into the warp's slot in shared memory. Each entry is a snapshot of
-// its 16 bytes either way. Like ld_cqe, the reads are not ordered before
-// later loads: the caller fences (fence_acquire_sys) once it has seen an
-// entry posted.
+// bytes into the thread's slot in shared memory, or by the four loads
+// while another thread has the slot. Each entry is a snapshot of its 16
+// bytes either way. Like ld_cqe, the reads are not ordered before later
+// loads: the caller fences (fence_acquire_sys) once it has seen an entry
+// posted.
 __device__ __forceinline__ void ld_cq_window(const u32 *p, uint4 e[4]) {
 #if BAM_BULK_CQ_READS
 	const u32 tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-	cq_window_slot *s = cq_window_slots() + (tid >> 5);
-	if (atomicExch(&s->claim, cq_window_claimed) != cq_window_claimed) {
-		const u32 bar = static_cast<u32>(__cvta_generic_to_shared(&s->bar));
-		const u32 dst = static_cast<u32>(__cvta_generic_to_shared(&s->e[0]));
-		// A fresh barrier each time (one arrival, the copy's 64 bytes),
-		// made visible to the copy unit, which must also not overtake the
-		// last holder's reads of the slot (fence.proxy.async).
+	cq_window_slot *s = cq_window_slots() + (((tid & 31) + (tid >> 5)) & 31);
+	const unsigned long long token = cq_window_token();
+	const u32 bar = static_cast<u32>(__cvta_generic_to_shared(&s->bar));
+	const unsigned long long cur = atomicAdd(&s->state, 0ull);
+	bool claimed = false;
+	u32 phase = 0;
+	if ((cur & ~3ull) == token) {
+		// The slot's barrier is this block's: claim it if free.
+		claimed = (cur & 1) == 0 && atomicCAS(&s->state, cur, cur | 1) == cur;
+		phase = static_cast<u32>(cur >> 1) & 1;
+	} else if (atomicCAS(&s->state, cur, token | 1) == cur) {
+		// First use in this block: a barrier of one arrival per phase.
+		claimed = true;
 		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	}
+	if (claimed) {
+		__threadfence_block();
+		const u32 dst = static_cast<u32>(__cvta_generic_to_shared(&s->e[0]));
+		// The copy must not overtake the last holder's reads of the slot.
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 64;" ::"r"(bar) : "memory");
 		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 64, [%2];" ::"r"(dst),
 		             "l"(p), "r"(bar)
 		             : "memory");
 		// Bounded like every wait; the copy of 64 bytes takes microseconds.
-		// Past the bound the slot stays claimed (the copy may still land
-		// in it) and this read falls back to the loads.
+		// Past the bound the slot stays busy (the copy may still land in
+		// it) and this read falls back to the loads.
 		const u64 deadline = globaltimer() + 1000000000ull;
 		u32 done = 0;
 		for (u32 i = 0;; i++) {
-			asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+			asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
 			             : "=r"(done)
-			             : "r"(bar)
+			             : "r"(bar), "r"(phase)
 			             : "memory");
 			if (done || ((i & 63) == 63 && globaltimer() > deadline)) break;
 		}
 		if (done) {
 #pragma unroll
 			for (int k = 0; k < 4; k++) e[k] = s->e[k];
-			asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 			// The entries are in registers before the slot is handed on.
 			__threadfence_block();
-			atomicExch(&s->claim, 0u);
+			atomicExch(&s->state, token | (static_cast<unsigned long long>(phase ^ 1) << 1));
 			return;
 		}
 	}
