@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -67,6 +68,27 @@ func PTXFor(family string, major int) ([]byte, error) {
 		return nil, fmt.Errorf("kernels: no sm_90 PTX for family %q: %w", family, err)
 	}
 	return b, nil
+}
+
+// BuildEnv names the environment variable that can pin the build PTXFor's
+// callers load: "compute_80" loads the portable build on every GPU, "" or
+// "sm_90" leaves the choice to the device. For tools that cannot follow
+// the sm_90 build: compute-sanitizer's racecheck reports every hand-over
+// of a completion-window slot between threads, which go through atomics
+// it does not model (bench/experiments/racecheck_slots.cu).
+const BuildEnv = "BAM_KERNEL_BUILD"
+
+// PortableFromEnv reports whether BuildEnv asks for the compute_80 build,
+// or an error naming a value it does not know.
+func PortableFromEnv() (bool, error) {
+	switch v := os.Getenv(BuildEnv); v {
+	case "", "sm_90":
+		return false, nil
+	case "compute_80":
+		return true, nil
+	default:
+		return false, fmt.Errorf("kernels: %s=%q: want compute_80, sm_90 or nothing", BuildEnv, v)
+	}
 }
 
 // Source returns the embedded CUDA source a family's PTX is built from,

@@ -251,3 +251,17 @@ func ExamplePattern64() {
 	fmt.Printf("%#x\n", Pattern64(0, 0))
 	// Output: 0xe220a8397b1dcdaf
 }
+
+func TestPortableFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		val      string
+		portable bool
+		ok       bool
+	}{{"", false, true}, {"sm_90", false, true}, {"compute_80", true, true}, {"sm_80", false, false}} {
+		t.Setenv(BuildEnv, tc.val)
+		got, err := PortableFromEnv()
+		if got != tc.portable || (err == nil) != tc.ok {
+			t.Errorf("%s=%q: got %v, %v; want %v, error %v", BuildEnv, tc.val, got, err, tc.portable, !tc.ok)
+		}
+	}
+}

@@ -21,6 +21,7 @@
 # BAM_SHARED_PROCS=N (2 or more) makes internal_gpubench's plain run also
 # run its tiny cache benchmark in N processes sharing the GPU at once
 # (TestBenchGPUCacheSharedDevice; BAM_SHARED_REPS runs each, default 3).
+# racecheck runs load the compute_80 kernels (BAM_KERNEL_BUILD=compute_80).
 # A sanitizer run sets BAM_SANITIZER to its tool for the tests
 # (cudatest.Sanitizer).
 set -uo pipefail
@@ -94,12 +95,19 @@ if [[ -n $sanitizer ]]; then
       fi
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
+      # racecheck follows no hand-over through atomics, and the sm_90
+      # build's completion-window slots pass between threads that way
+      # (bench/experiments/racecheck_slots.cu): it checks the compute_80
+      # build, which reads the windows with loads; the other tools check
+      # the build the GPU gets.
+      build=${BAM_KERNEL_BUILD:-}
+      [[ $tool == racecheck ]] && build=compute_80
       # API errors are expected (the out-of-memory and broken-PTX tests
       # provoke them); only device-side errors count.
       # -test.short: tests whose volume only serves load (the small-cache
       # gather) run smaller under the tools, checking the same things, and
       # the graph test's grid (1203 levels) runs two of its variants.
-      BAM_SANITIZER=$tool "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 86 --print-limit 50 "${extra[@]}" \
+      BAM_SANITIZER=$tool BAM_KERNEL_BUILD=$build "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 86 --print-limit 50 "${extra[@]}" \
         "$t" -test.v -test.count=1 -test.short -test.timeout="$timeout_go" -test.run "$san_run" >"$log" 2>&1
       rc=$?
       errs=$(grep -oE '(ERROR SUMMARY|RACECHECK SUMMARY): [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
@@ -108,7 +116,7 @@ if [[ -n $sanitizer ]]; then
       [[ $tool == racecheck && -n $hazards ]] && errs=$hazards
       p=$(count '^\s*--- PASS' "$log"); f=$(count '^\s*--- FAIL' "$log")
       if [[ $rc -eq 0 && $errs == 0 ]]; then st=PASS; else st=FAIL; fi
-      record "$st" "$name" "$tool" "exit $rc, $errs sanitizer errors, $p passed, $f failed (logs/$name.$tool.log)"
+      record "$st" "$name" "$tool" "exit $rc, $errs sanitizer errors, $p passed, $f failed, kernels ${build:-for the device} (logs/$name.$tool.log)"
     done
   done
 fi

@@ -124,7 +124,8 @@ type Config struct {
 	// PortablePTX loads the compute_80 build of the kernels on every GPU.
 	// By default a GPU of compute capability 9.0 or later gets the sm_90
 	// build (kernels.PTXFor), whose queues read each window of completion
-	// entries with one bulk copy instead of four loads. For comparisons.
+	// entries with one bulk copy instead of four loads. For comparisons;
+	// $BAM_KERNEL_BUILD=compute_80 sets it too (kernels.BuildEnv).
 	PortablePTX bool
 	// Faults, when set, is consulted by the Target for every command (tests).
 	Faults nvme.FaultHook
@@ -278,6 +279,11 @@ func (c *Config) totalQueuePairs() int {
 func (c *Config) aheadPairs() int { return max(c.ReadAheadQueuePairs, 0) }
 
 func (c *Config) fill() error {
+	portable, err := kernels.PortableFromEnv()
+	if err != nil {
+		return fmt.Errorf("gpuengine: %w", err)
+	}
+	c.PortablePTX = c.PortablePTX || portable
 	if c.LineSize == 0 {
 		c.LineSize = 4096
 	}

@@ -72,12 +72,20 @@ func Device(t testing.TB) *cuda.Context {
 }
 
 // Module loads an embedded kernel family into ctx, built for its device
-// (kernels.PTXFor), unloaded when the test ends.
+// (kernels.PTXFor; $BAM_KERNEL_BUILD can pin the compute_80 build),
+// unloaded when the test ends.
 func Module(t testing.TB, ctx *cuda.Context, family string) *cuda.Module {
 	t.Helper()
 	major, err := ctx.Device().Attribute(cuda.AttrComputeCapabilityMajor)
 	if err != nil {
 		t.Fatal(err)
+	}
+	portable, err := kernels.PortableFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if portable {
+		major = 8
 	}
 	ptx, err := kernels.PTXFor(family, major)
 	if err != nil {

@@ -236,10 +236,10 @@ struct __align__(16) cq_window_slot {
 
 // cq_window_slots are a block's 32 slots. Thread (warp w, lane l) uses
 // slot (l + w) mod 32, so no two lanes of a warp share one, and threads of
-// different warps hand a slot on through its state word. (A handover
-// within a warp, with no __syncwarp possible between diverged lanes, is
-// what compute-sanitizer's racecheck cannot follow; one between warps it
-// follows.)
+// different warps hand a slot on through its state word. compute-
+// sanitizer's racecheck models no hand-over through atomics and reports
+// each one (bench/experiments/racecheck_slots.cu), so it checks the
+// compute_80 build (kernels.BuildEnv).
 __device__ __forceinline__ cq_window_slot *cq_window_slots() {
 	__shared__ cq_window_slot slots[32];
 	return slots;
