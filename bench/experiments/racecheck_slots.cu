@@ -14,6 +14,7 @@
 //   for v in 0 1 2; do ./win $v; compute-sanitizer --tool racecheck ./win $v; done
 // Results: bench/results/logs/bulk-cq-reads-H200-20261126.txt.
 #include <cstdio>
+#include <cstdlib>
 #include "bam/detail/sync.cuh"
 using namespace bam;
 using namespace bam::detail;
