@@ -32,7 +32,10 @@
 //
 // Requirements: T is trivially copyable of size 1, 2, 4, 8 or 16 bytes, the
 // element size the host created the array with (the host checks this when
-// it binds an array to a kernel). Elements never straddle lines.
+// it binds an array to a kernel). Elements never straddle lines. Compiled
+// for sm_90 (the engine's build for H100 and H200), a kernel that can miss
+// also takes 2.5 KiB of static shared memory a block, where the queues'
+// completion entries land (bam/detail/sync.cuh, ld_cq_window).
 //
 // Errors: an out-of-range index, a failed NVMe status, a timeout or a cache
 // too small for the live references is recorded in the array's error record
