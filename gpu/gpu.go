@@ -108,17 +108,36 @@ type Module struct {
 
 // Compile compiles CUDA C++ source with NVRTC against the bam device
 // headers (#include "bam/array.cuh") and loads it. options are extra NVRTC
-// options such as "-DWIDTH=8". A compile error carries the compiler's log.
+// options such as "-DWIDTH=8". The source is compiled as the engine's own
+// kernels were: for compute_90 on an H100 or H200 when NVRTC is version 12
+// or later (the queues then read completion windows with bulk copies;
+// kernels.NVRTCOptions), else for compute_80. An option naming an
+// architecture (--gpu-architecture, -arch) takes its place. A compile
+// error carries the compiler's log.
 func Compile(store *bam.Store, name, source string, options ...string) (*Module, error) {
 	eng, err := hook.StoreGPU(store)
 	if err != nil {
 		return nil, err
 	}
+	options = compileOptions(eng.KernelBuild(), options)
 	ptx, _, err := cuda.CompilePTX(cuda.Source{Name: name, Code: source, Headers: kernels.HeaderSources(), Options: options})
 	if err != nil {
 		return nil, fmt.Errorf("gpu: compile %s: %w", name, err)
 	}
 	return load(store, eng, ptx)
+}
+
+// compileOptions puts the build's options (kernels.NVRTCOptions) before
+// the caller's, unless the caller names an architecture.
+func compileOptions(build string, options []string) []string {
+	if cuda.NamesArch(options) {
+		return options
+	}
+	major, _, err := cuda.NVRTCVersion()
+	if err != nil {
+		return options // CompilePTX reports the missing NVRTC
+	}
+	return append(kernels.NVRTCOptions(build, major), options...)
 }
 
 // LoadPTX loads PTX text (for compute_80 or older virtual architectures).

@@ -8,7 +8,8 @@
 // driver from 520 on JIT-compiles for A100, H100 and H200), ptx/sm_90/ the
 // same sources built for compute_90 (PTX ISA 8.0, drivers from 525 on),
 // loaded on H100 and H200 (PTXFor), and ptx/MANIFEST the SHA-256 of every
-// source, header and PTX file of that run.
+// source, header and PTX file of that run. User code compiled with NVRTC
+// against the headers follows the build the engine loads (NVRTCOptions).
 //
 // Invariants: the committed PTX is generated, never edited; the manifest
 // matches the embedded sources and PTX (TestManifestCurrent fails otherwise:

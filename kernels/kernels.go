@@ -70,6 +70,26 @@ func PTXFor(family string, major int) ([]byte, error) {
 	return b, nil
 }
 
+// Build names, as gpuengine.Engine.KernelBuild reports them.
+const (
+	BuildPortable = "compute_80" // PTX, every GPU
+	BuildSM90     = "sm_90"      // PTXFor on compute capability 9.0 and later
+)
+
+// NVRTCOptions returns the NVRTC options that compile code against the
+// device headers the way build was compiled (make kernels), for an NVRTC
+// of version nvrtcMajor: for the sm_90 build compute_90 and
+// BAM_PTX_ISA_80, so that the code's queues read completion windows with
+// bulk copies as the engine's own kernels do. The sm_90 build needs PTX
+// ISA 8.0, which NVRTC writes from version 12 on; an older NVRTC, or the
+// portable build, gets no options (NVRTC's caller then picks compute_80).
+func NVRTCOptions(build string, nvrtcMajor int) []string {
+	if build == BuildSM90 && nvrtcMajor >= 12 {
+		return []string{"--gpu-architecture=compute_90", "-DBAM_PTX_ISA_80"}
+	}
+	return nil
+}
+
 // BuildEnv names the environment variable that can pin the build PTXFor's
 // callers load: "compute_80" loads the portable build on every GPU, "" or
 // "sm_90" leaves the choice to the device. For tools that cannot follow

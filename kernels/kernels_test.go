@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -262,6 +263,24 @@ func TestPortableFromEnv(t *testing.T) {
 		got, err := PortableFromEnv()
 		if got != tc.portable || (err == nil) != tc.ok {
 			t.Errorf("%s=%q: got %v, %v; want %v, error %v", BuildEnv, tc.val, got, err, tc.portable, !tc.ok)
+		}
+	}
+}
+
+func TestNVRTCOptions(t *testing.T) {
+	for _, tc := range []struct {
+		build string
+		major int
+		want  []string
+	}{
+		{BuildSM90, 12, []string{"--gpu-architecture=compute_90", "-DBAM_PTX_ISA_80"}},
+		{BuildSM90, 13, []string{"--gpu-architecture=compute_90", "-DBAM_PTX_ISA_80"}},
+		{BuildSM90, 11, nil},
+		{BuildPortable, 13, nil},
+		{"", 13, nil},
+	} {
+		if got := NVRTCOptions(tc.build, tc.major); !slices.Equal(got, tc.want) {
+			t.Errorf("NVRTCOptions(%q, %d) = %q, want %q", tc.build, tc.major, got, tc.want)
 		}
 	}
 }

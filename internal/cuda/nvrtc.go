@@ -113,6 +113,17 @@ type Source struct {
 // the same as the embedded kernels (compute_80 serves A100, H100, H200).
 const DefaultArch = "compute_80"
 
+// NamesArch reports whether NVRTC options name the target architecture
+// (--gpu-architecture or -arch, in any of their spellings).
+func NamesArch(options []string) bool {
+	for _, o := range options {
+		if strings.HasPrefix(o, "--gpu-architecture") || strings.HasPrefix(o, "-arch") {
+			return true
+		}
+	}
+	return false
+}
+
 // CompileError is a failed NVRTC compilation with its log.
 type CompileError struct {
 	Name string
@@ -181,13 +192,7 @@ func CompilePTX(src Source) (ptx []byte, log string, err error) {
 	defer C.bam_nvrtcDestroyProgram(&prog)
 
 	opts := []string{"-lineinfo", "-std=c++17"}
-	hasArch := false
-	for _, o := range src.Options {
-		if strings.HasPrefix(o, "--gpu-architecture") || strings.HasPrefix(o, "-arch") {
-			hasArch = true
-		}
-	}
-	if !hasArch {
+	if !NamesArch(src.Options) {
 		opts = append(opts, "--gpu-architecture="+DefaultArch)
 	}
 	opts = append(opts, src.Options...)

@@ -789,9 +789,9 @@ func (e *Engine) familyPTX(family string) ([]byte, error) {
 // or "compute_80" (Config.PortablePTX).
 func (e *Engine) KernelBuild() string {
 	if !e.cfg.PortablePTX && e.ccMajor >= 9 {
-		return "sm_90"
+		return kernels.BuildSM90
 	}
-	return "compute_80"
+	return kernels.BuildPortable
 }
 
 // loadPTX loads a module the way Config.LinkedJIT says.
